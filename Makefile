@@ -10,8 +10,8 @@ DATA_DIR  ?= .factory
 RACE_PKGS := ./manifests/... ./store/... ./api/... ./activities/... ./workflows/...
 SERVER_PKGS := ./cmd/...
 
-STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.7.0
-WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.3.0
+STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 
 .PHONY: run test bench lint build fmt clean
 

@@ -1,0 +1,369 @@
+package manifests
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Format is the authoring format of a manifest.
+type Format string
+
+// Manifest formats.
+const (
+	FormatTOML Format = "toml"
+	FormatJSON Format = "json"
+)
+
+// FormatFromPath tells the format from a file extension.
+func FormatFromPath(path string) (Format, bool) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".toml":
+		return FormatTOML, true
+	case ".json":
+		return FormatJSON, true
+	}
+	return "", false
+}
+
+// Problem is one thing wrong with a manifest, at a location such as
+// "run.tasks[1].steps[0]". An empty Path means the whole document.
+type Problem struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// String renders the problem as "path: message".
+func (p Problem) String() string {
+	if p.Path == "" {
+		return p.Message
+	}
+	return p.Path + ": " + p.Message
+}
+
+// Problems is every problem found in a manifest; it is an error.
+type Problems []Problem
+
+// Error renders one problem per line.
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Sort orders problems by path, keeping the order of problems at one path.
+func (ps Problems) Sort() {
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Path < ps[j].Path })
+}
+
+// AsProblems returns the problems an error carries, or a single problem with
+// the error's text.
+func AsProblems(err error) Problems {
+	if err == nil {
+		return nil
+	}
+	var ps Problems
+	if errors.As(err, &ps) {
+		return ps
+	}
+	return Problems{{Message: err.Error()}}
+}
+
+// ParseJob parses a job manifest strictly: unknown keys and wrong types are
+// reported with their key paths. The error, if any, is Problems.
+func ParseJob(data []byte, f Format) (*JobManifest, error) {
+	var m JobManifest
+	if err := parseInto(data, f, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// ParseLine parses a line manifest strictly; see ParseJob.
+func ParseLine(data []byte, f Format) (*LineManifest, error) {
+	var m LineManifest
+	if err := parseInto(data, f, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// DecodeJSONObject decodes a JSON value into a manifest struct with the same
+// strictness as ParseJob/ParseLine (used for manifests embedded in request
+// bodies). out must be *JobManifest or *LineManifest.
+func DecodeJSONObject(raw json.RawMessage, out any) error {
+	return parseInto(raw, FormatJSON, out)
+}
+
+func parseInto(data []byte, f Format, out any) error {
+	var doc any
+	switch f {
+	case FormatTOML:
+		var m map[string]any
+		if _, err := toml.Decode(string(data), &m); err != nil {
+			return Problems{{Message: "invalid TOML: " + tomlErrorText(err)}}
+		}
+		doc = m
+	case FormatJSON:
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		if err := dec.Decode(&doc); err != nil {
+			return Problems{{Message: "invalid JSON: " + err.Error()}}
+		}
+		if dec.More() {
+			return Problems{{Message: "invalid JSON: unexpected data after the document"}}
+		}
+	default:
+		return Problems{{Message: fmt.Sprintf("unknown manifest format %q", f)}}
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		return Problems{{Message: "a manifest must be an object (table)"}}
+	}
+	var ps Problems
+	checkShape(doc, reflect.TypeOf(out).Elem(), "", &ps)
+	if len(ps) > 0 {
+		ps.Sort()
+		return ps
+	}
+	buf, err := json.Marshal(doc)
+	if err != nil {
+		return Problems{{Message: "manifest cannot be encoded: " + err.Error()}}
+	}
+	dec := json.NewDecoder(bytes.NewReader(buf))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return Problems{jsonProblem(err)}
+	}
+	return nil
+}
+
+func tomlErrorText(err error) string {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("line %d: %s", pe.Position.Line, pe.Message)
+	}
+	return err.Error()
+}
+
+func jsonProblem(err error) Problem {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return Problem{Path: te.Field, Message: fmt.Sprintf("expected %s, got %s", typeName(te.Type), te.Value)}
+	}
+	return Problem{Message: err.Error()}
+}
+
+var (
+	stepOutputsType = reflect.TypeOf(StepOutputs{})
+	usdType         = reflect.TypeOf(USD{})
+	anyType         = reflect.TypeOf((*any)(nil)).Elem()
+)
+
+// checkShape walks a generic decoded document against a manifest type and
+// reports every unknown key and every value of the wrong kind, with its path.
+func checkShape(v any, t reflect.Type, path string, ps *Problems) {
+	if v == nil {
+		return
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == anyType:
+		return
+	case t == usdType:
+		switch x := v.(type) {
+		case json.Number, int64, float64:
+			return
+		case string:
+			if _, err := ParseUSD(x); err != nil {
+				*ps = append(*ps, Problem{path, "expected a decimal amount in dollars"})
+			}
+			return
+		}
+		*ps = append(*ps, Problem{path, "expected a decimal amount in dollars"})
+		return
+	case t == stepOutputsType:
+		switch x := v.(type) {
+		case []any:
+			for i, e := range x {
+				if _, ok := e.(string); !ok {
+					*ps = append(*ps, Problem{fmt.Sprintf("%s[%d]", path, i), "expected an output key name (string)"})
+				}
+			}
+		case map[string]any:
+			for _, k := range sortedKeys(x) {
+				checkShape(x[k], reflect.TypeOf(StepOutputClaim{}), joinPath(path, k), ps)
+			}
+		default:
+			*ps = append(*ps, Problem{path, "expected a list of output keys or a table keyed by output key"})
+		}
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			*ps = append(*ps, Problem{path, "expected a table (object), got " + kindOf(v)})
+			return
+		}
+		fields := jsonFields(t)
+		for _, k := range sortedKeys(m) {
+			ft, ok := fields[k]
+			if !ok {
+				*ps = append(*ps, Problem{joinPath(path, k), "unknown key"})
+				continue
+			}
+			checkShape(m[k], ft, joinPath(path, k), ps)
+		}
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			*ps = append(*ps, Problem{path, "expected a table (object), got " + kindOf(v)})
+			return
+		}
+		for _, k := range sortedKeys(m) {
+			checkShape(m[k], t.Elem(), joinPath(path, k), ps)
+		}
+	case reflect.Slice:
+		s, ok := v.([]any)
+		if !ok {
+			if ms, ok2 := v.([]map[string]any); ok2 { // TOML arrays of tables
+				for i, e := range ms {
+					checkShape(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), ps)
+				}
+				return
+			}
+			*ps = append(*ps, Problem{path, "expected a list, got " + kindOf(v)})
+			return
+		}
+		for i, e := range s {
+			checkShape(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), ps)
+		}
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			*ps = append(*ps, Problem{path, "expected a string, got " + kindOf(v)})
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			*ps = append(*ps, Problem{path, "expected a boolean, got " + kindOf(v)})
+		}
+	case reflect.Int, reflect.Int64:
+		if !isWhole(v) {
+			*ps = append(*ps, Problem{path, "expected an integer, got " + kindOf(v)})
+		}
+	case reflect.Float64:
+		if !isNumber(v) {
+			*ps = append(*ps, Problem{path, "expected a number, got " + kindOf(v)})
+		}
+	}
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	fields := make(map[string]reflect.Type, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+	return fields
+}
+
+func kindOf(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case int64, int, float64:
+		return "a number"
+	case []any, []map[string]any:
+		return "a list"
+	case map[string]any:
+		return "a table"
+	default:
+		return fmt.Sprintf("%T", x)
+	}
+}
+
+func typeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int64, reflect.Float64:
+		return "a number"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a table"
+	}
+	return t.String()
+}
+
+// isNumber reports whether v is a number in any of the decoded forms.
+func isNumber(v any) bool {
+	switch x := v.(type) {
+	case json.Number:
+		_, err := x.Float64()
+		return err == nil
+	case int, int64, float64:
+		return true
+	}
+	return false
+}
+
+// isWhole reports whether v is a number without a fractional part.
+func isWhole(v any) bool {
+	switch x := v.(type) {
+	case json.Number:
+		if _, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return true
+		}
+		f, err := x.Float64()
+		return err == nil && f == float64(int64(f))
+	case int, int64:
+		return true
+	case float64:
+		return x == float64(int64(x))
+	}
+	return false
+}
