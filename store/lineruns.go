@@ -1,0 +1,337 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// TriggerSummary says what started a line run.
+type TriggerSummary struct {
+	Source     string         `json:"source"`
+	Provider   *string        `json:"provider"`
+	EventName  *string        `json:"event_name"`
+	DeliveryID *string        `json:"delivery_id"`
+	Payload    map[string]any `json:"payload"`
+}
+
+// LineRunStage is one stage visit of a line run (SPEC's LineRunStageSummary).
+type LineRunStage struct {
+	StageName          string     `json:"stage_name"`
+	StageOrder         int        `json:"stage_order"`
+	Iteration          int        `json:"iteration"`
+	Status             string     `json:"status"`
+	Outcome            *string    `json:"outcome"`
+	JobRunID           *string    `json:"job_run_id"`
+	ComputeCostCents   int64      `json:"compute_cost_cents"`
+	InferenceCostCents int64      `json:"inference_cost_cents"`
+	TotalCostCents     int64      `json:"total_cost_cents"`
+	CostRatedAt        *time.Time `json:"cost_rated_at"`
+	StartedAt          *time.Time `json:"started_at"`
+	CompletedAt        *time.Time `json:"completed_at"`
+	ArtifactCount      int        `json:"artifact_count"`
+}
+
+// LineRunFailure classifies why a line run failed and who must fix it.
+type LineRunFailure struct {
+	Code         *string        `json:"code"`
+	Domain       string         `json:"domain"`
+	ErrorCode    *string        `json:"error_code"`
+	FailureClass *string        `json:"failure_class"`
+	ErrorMessage *string        `json:"error_message"`
+	StageName    *string        `json:"stage_name"`
+	StageStep    *string        `json:"stage_step"`
+	TaskName     *string        `json:"task_name"`
+	ErrorDetails map[string]any `json:"error_details"`
+}
+
+// ManagerTurn is one Temporal run of a line's manager workflow.
+type ManagerTurn struct {
+	WorkflowRunID string     `json:"workflow_run_id"`
+	State         string     `json:"state"`
+	StartedAt     *time.Time `json:"started_at"`
+}
+
+// TakenTransition records one routing decision of a line run.
+type TakenTransition struct {
+	ID        string    `json:"id"`
+	From      string    `json:"from"`
+	To        string    `json:"to"`
+	Option    *string   `json:"option,omitempty"`
+	Iteration int       `json:"iteration"`
+	TakenAt   time.Time `json:"taken_at"`
+}
+
+// LineRun is the record of one run of a line version.
+type LineRun struct {
+	ID                 string                    `json:"id"`
+	LineName           string                    `json:"line_name"`
+	Status             string                    `json:"status"`
+	Trigger            TriggerSummary            `json:"trigger"`
+	CreatedAt          time.Time                 `json:"created_at"`
+	LineVersionID      *string                   `json:"line_version_id"`
+	Region             *string                   `json:"region"`
+	RunParams          map[string]any            `json:"run_params"`
+	Stages             []LineRunStage            `json:"stages"`
+	ArtifactCount      int                       `json:"artifact_count"`
+	Artifacts          []map[string]any          `json:"artifacts"`
+	ComputeCostCents   int64                     `json:"compute_cost_cents"`
+	InferenceCostCents int64                     `json:"inference_cost_cents"`
+	TotalCostCents     int64                     `json:"total_cost_cents"`
+	CostRatedAt        *time.Time                `json:"cost_rated_at"`
+	ErrorMessage       *string                   `json:"error_message"`
+	Failure            *LineRunFailure           `json:"failure"`
+	ManagerTurns       []ManagerTurn             `json:"manager_turns"`
+	TriggeredByActor   map[string]any            `json:"triggered_by_actor"`
+	StartedAt          *time.Time                `json:"started_at"`
+	CompletedAt        *time.Time                `json:"completed_at"`
+	Transitions        []TakenTransition         `json:"transitions"`
+	StageOutputs       map[string]map[string]any `json:"stage_outputs"`
+	WorkflowID         string                    `json:"workflow_id,omitempty"`
+	RetryOf            *string                   `json:"retry_of,omitempty"`
+	StopReason         *string                   `json:"stop_reason,omitempty"`
+}
+
+// LineRunFilter selects line runs; empty fields match all.
+type LineRunFilter struct {
+	LineName string
+	Status   string
+	Limit    int
+	Offset   int
+}
+
+type lineRunModel struct {
+	ID            string    `gorm:"primaryKey;size:64"`
+	LineName      string    `gorm:"index;size:255"`
+	Status        string    `gorm:"index;size:32"`
+	TriggerSource string    `gorm:"size:32;index:idx_line_runs_delivery,priority:1"`
+	DeliveryID    string    `gorm:"size:255;index:idx_line_runs_delivery,priority:2"`
+	CreatedAt     time.Time `gorm:"index"`
+	Doc           JSON[LineRun]
+}
+
+func (lineRunModel) TableName() string { return "line_runs" }
+
+func normalizeLineRun(r *LineRun) {
+	if r.RunParams == nil {
+		r.RunParams = map[string]any{}
+	}
+	if r.Stages == nil {
+		r.Stages = []LineRunStage{}
+	}
+	if r.Artifacts == nil {
+		r.Artifacts = []map[string]any{}
+	}
+	if r.ManagerTurns == nil {
+		r.ManagerTurns = []ManagerTurn{}
+	}
+	if r.Transitions == nil {
+		r.Transitions = []TakenTransition{}
+	}
+	if r.StageOutputs == nil {
+		r.StageOutputs = map[string]map[string]any{}
+	}
+	if r.Trigger.Payload == nil {
+		r.Trigger.Payload = map[string]any{}
+	}
+}
+
+func lineRunRow(r LineRun) lineRunModel {
+	return lineRunModel{ID: r.ID, LineName: r.LineName, Status: r.Status, TriggerSource: r.Trigger.Source,
+		DeliveryID: deref(r.Trigger.DeliveryID), CreatedAt: r.CreatedAt, Doc: JSON[LineRun]{r}}
+}
+
+// CreateLineRun stores a new line run; ID and CreatedAt are set when empty.
+func (s *Store) CreateLineRun(ctx context.Context, r LineRun) (LineRun, error) {
+	if r.ID == "" {
+		r.ID = NewID("lr_")
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = s.now()
+	}
+	normalizeLineRun(&r)
+	m := lineRunRow(r)
+	if err := s.db.WithContext(ctx).Create(&m).Error; err != nil {
+		return LineRun{}, translate(err, "create line run")
+	}
+	return r, nil
+}
+
+// GetLineRun returns a line run by id.
+func (s *Store) GetLineRun(ctx context.Context, id string) (LineRun, error) {
+	var m lineRunModel
+	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&m).Error; err != nil {
+		return LineRun{}, translate(err, fmt.Sprintf("line run %q", id))
+	}
+	return m.Doc.V, nil
+}
+
+// ListLineRuns lists line runs newest first.
+func (s *Store) ListLineRuns(ctx context.Context, f LineRunFilter) ([]LineRun, error) {
+	limit, offset := clampPage(f.Limit, f.Offset)
+	q := s.db.WithContext(ctx).Model(&lineRunModel{})
+	if f.LineName != "" {
+		q = q.Where("line_name = ?", f.LineName)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	var rows []lineRunModel
+	if err := q.Order("created_at desc, id desc").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
+		return nil, translate(err, "list line runs")
+	}
+	out := make([]LineRun, len(rows))
+	for i, r := range rows {
+		out[i] = r.Doc.V
+	}
+	return out, nil
+}
+
+// FindLineRunsByDelivery returns the runs a trigger delivery started.
+func (s *Store) FindLineRunsByDelivery(ctx context.Context, source, deliveryID string) ([]LineRun, error) {
+	var rows []lineRunModel
+	err := s.db.WithContext(ctx).Where("trigger_source = ? AND delivery_id = ?", source, deliveryID).Order("created_at asc").Find(&rows).Error
+	if err != nil {
+		return nil, translate(err, "find line runs by delivery")
+	}
+	out := make([]LineRun, len(rows))
+	for i, r := range rows {
+		out[i] = r.Doc.V
+	}
+	return out, nil
+}
+
+// UpdateLineRun changes a line run by a read-modify-write in one transaction.
+func (s *Store) UpdateLineRun(ctx context.Context, id string, change func(*LineRun) error) (LineRun, error) {
+	var out LineRun
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var m lineRunModel
+		if err := s.forUpdate(tx).Where("id = ?", id).Take(&m).Error; err != nil {
+			return err
+		}
+		r := m.Doc.V
+		if err := change(&r); err != nil {
+			return err
+		}
+		r.ID = id
+		normalizeLineRun(&r)
+		out = r
+		return tx.Model(&lineRunModel{}).Where("id = ?", id).Updates(map[string]any{"status": r.Status, "doc": JSON[LineRun]{r}}).Error
+	})
+	return out, translate(err, fmt.Sprintf("update line run %q", id))
+}
+
+// ---------------------------------------------------------------- schedules
+
+// LineSchedule is the cron schedule of a line. ScheduleGeneration grows by
+// one on every change so stale firings can be told apart.
+type LineSchedule struct {
+	LineName           string
+	Cron               string
+	Timezone           string
+	Enabled            bool
+	ScheduleGeneration int64
+	Inputs             map[string]any
+	UpdatedAt          time.Time
+}
+
+type lineScheduleModel struct {
+	LineName           string `gorm:"primaryKey;size:255"`
+	Cron               string `gorm:"size:255"`
+	Timezone           string `gorm:"size:64"`
+	Enabled            bool
+	ScheduleGeneration int64
+	Inputs             JSON[map[string]any]
+	UpdatedAt          time.Time
+}
+
+func (lineScheduleModel) TableName() string { return "line_schedules" }
+
+func (m lineScheduleModel) domain() LineSchedule {
+	in := m.Inputs.V
+	if in == nil {
+		in = map[string]any{}
+	}
+	return LineSchedule{LineName: m.LineName, Cron: m.Cron, Timezone: m.Timezone, Enabled: m.Enabled,
+		ScheduleGeneration: m.ScheduleGeneration, Inputs: in, UpdatedAt: m.UpdatedAt.UTC()}
+}
+
+// UpsertLineSchedule creates or replaces a line's schedule; the generation
+// grows by one on every call that changes it.
+func (s *Store) UpsertLineSchedule(ctx context.Context, sc LineSchedule) (LineSchedule, error) {
+	var out LineSchedule
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var cur lineScheduleModel
+		res := s.forUpdate(tx).Where("line_name = ?", sc.LineName).Limit(1).Find(&cur)
+		if res.Error != nil {
+			return res.Error
+		}
+		m := lineScheduleModel{LineName: sc.LineName, Cron: sc.Cron, Timezone: sc.Timezone, Enabled: sc.Enabled,
+			Inputs: JSON[map[string]any]{sc.Inputs}, UpdatedAt: s.now()}
+		if res.RowsAffected == 0 {
+			m.ScheduleGeneration = 1
+			if err := tx.Create(&m).Error; err != nil {
+				return err
+			}
+			out = m.domain()
+			return nil
+		}
+		same := cur.Cron == m.Cron && cur.Timezone == m.Timezone && cur.Enabled == m.Enabled && jsonEqual(cur.Inputs, m.Inputs)
+		if same {
+			out = cur.domain()
+			return nil
+		}
+		m.ScheduleGeneration = cur.ScheduleGeneration + 1
+		if err := tx.Model(&lineScheduleModel{}).Where("line_name = ?", sc.LineName).Updates(map[string]any{
+			"cron": m.Cron, "timezone": m.Timezone, "enabled": m.Enabled, "inputs": m.Inputs,
+			"schedule_generation": m.ScheduleGeneration, "updated_at": m.UpdatedAt,
+		}).Error; err != nil {
+			return err
+		}
+		out = m.domain()
+		return nil
+	})
+	return out, translate(err, fmt.Sprintf("upsert schedule of line %q", sc.LineName))
+}
+
+func jsonEqual(a, b JSON[map[string]any]) bool {
+	va, err1 := a.Value()
+	vb, err2 := b.Value()
+	return err1 == nil && err2 == nil && va == vb
+}
+
+// GetLineSchedule returns a line's schedule.
+func (s *Store) GetLineSchedule(ctx context.Context, line string) (LineSchedule, error) {
+	var m lineScheduleModel
+	if err := s.db.WithContext(ctx).Where("line_name = ?", line).Take(&m).Error; err != nil {
+		return LineSchedule{}, translate(err, fmt.Sprintf("schedule of line %q", line))
+	}
+	return m.domain(), nil
+}
+
+// DeleteLineSchedule removes a line's schedule.
+func (s *Store) DeleteLineSchedule(ctx context.Context, line string) error {
+	res := s.db.WithContext(ctx).Where("line_name = ?", line).Delete(&lineScheduleModel{})
+	if res.Error != nil {
+		return translate(res.Error, "delete schedule")
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("schedule of line %q: %w", line, ErrNotFound)
+	}
+	return nil
+}
+
+// ListLineSchedules lists every schedule.
+func (s *Store) ListLineSchedules(ctx context.Context) ([]LineSchedule, error) {
+	var rows []lineScheduleModel
+	if err := s.db.WithContext(ctx).Order("line_name asc").Find(&rows).Error; err != nil {
+		return nil, translate(err, "list schedules")
+	}
+	out := make([]LineSchedule, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
+}

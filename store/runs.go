@@ -1,0 +1,250 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// StepTimelineEntry is one step of a job run as SPEC shows it.
+type StepTimelineEntry struct {
+	Name             string         `json:"name"`
+	Action           string         `json:"action"`
+	Status           string         `json:"status"`
+	TaskName         string         `json:"task_name"`
+	SandboxName      *string        `json:"sandbox_name"`
+	AgentSessionID   *string        `json:"agent_session_id"`
+	StartedAt        *time.Time     `json:"started_at"`
+	CompletedAt      *time.Time     `json:"completed_at"`
+	ErrorMessage     *string        `json:"error_message"`
+	ErrorCode        *string        `json:"error_code"`
+	FailureClass     *string        `json:"failure_class"`
+	ErrorDetails     map[string]any `json:"error_details"`
+	ExitCode         *int           `json:"exit_code"`
+	ComputeCommandID *string        `json:"compute_command_id"`
+}
+
+// JobRun is the record of one run of a job version. It is stored whole as a
+// JSON document beside the columns it is queried by.
+type JobRun struct {
+	ID                 string              `json:"id"`
+	JobName            string              `json:"job_name"`
+	JobVersionID       string              `json:"job_version_id"`
+	Status             string              `json:"status"`
+	Region             *string             `json:"region"`
+	RunParams          map[string]any      `json:"run_params"`
+	ResultPayload      map[string]any      `json:"result_payload"`
+	StepTimeline       []StepTimelineEntry `json:"step_timeline"`
+	ArtifactRefs       []map[string]any    `json:"artifact_refs"`
+	StartedAt          *time.Time          `json:"started_at"`
+	CompletedAt        *time.Time          `json:"completed_at"`
+	ErrorMessage       *string             `json:"error_message"`
+	CreatedAt          time.Time           `json:"created_at"`
+	ComputeCostCents   int64               `json:"compute_cost_cents"`
+	InferenceCostCents int64               `json:"inference_cost_cents"`
+	TotalCostCents     int64               `json:"total_cost_cents"`
+	CostRatedAt        *time.Time          `json:"cost_rated_at"`
+	ErrorCode          *string             `json:"error_code"`
+	FailureClass       *string             `json:"failure_class"`
+	ErrorDetails       map[string]any      `json:"error_details"`
+	// Not in SPEC's shape: where the run came from and how to reach it.
+	LineRunID  *string `json:"line_run_id,omitempty"`
+	StageName  *string `json:"stage_name,omitempty"`
+	WorkflowID string  `json:"workflow_id,omitempty"`
+	StopReason *string `json:"stop_reason,omitempty"`
+}
+
+// JobRunFilter selects job runs; empty fields match all.
+type JobRunFilter struct {
+	JobName   string
+	Status    string
+	LineRunID string
+	Limit     int
+	Offset    int
+}
+
+type jobRunModel struct {
+	ID        string    `gorm:"primaryKey;size:64"`
+	JobName   string    `gorm:"index;size:255"`
+	Status    string    `gorm:"index;size:32"`
+	LineRunID string    `gorm:"index;size:64"`
+	CreatedAt time.Time `gorm:"index"`
+	Doc       JSON[JobRun]
+}
+
+func (jobRunModel) TableName() string { return "job_runs" }
+
+// CreateJobRun stores a new job run; ID and CreatedAt are set when empty.
+func (s *Store) CreateJobRun(ctx context.Context, r JobRun) (JobRun, error) {
+	if r.ID == "" {
+		r.ID = NewID("jr_")
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = s.now()
+	}
+	normalizeJobRun(&r)
+	m := jobRunModel{ID: r.ID, JobName: r.JobName, Status: r.Status, LineRunID: deref(r.LineRunID), CreatedAt: r.CreatedAt, Doc: JSON[JobRun]{r}}
+	if err := s.db.WithContext(ctx).Create(&m).Error; err != nil {
+		return JobRun{}, translate(err, "create job run")
+	}
+	return r, nil
+}
+
+func normalizeJobRun(r *JobRun) {
+	if r.RunParams == nil {
+		r.RunParams = map[string]any{}
+	}
+	if r.StepTimeline == nil {
+		r.StepTimeline = []StepTimelineEntry{}
+	}
+	if r.ArtifactRefs == nil {
+		r.ArtifactRefs = []map[string]any{}
+	}
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// GetJobRun returns a job run by id.
+func (s *Store) GetJobRun(ctx context.Context, id string) (JobRun, error) {
+	var m jobRunModel
+	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&m).Error; err != nil {
+		return JobRun{}, translate(err, fmt.Sprintf("job run %q", id))
+	}
+	return m.Doc.V, nil
+}
+
+// ListJobRuns lists job runs newest first.
+func (s *Store) ListJobRuns(ctx context.Context, f JobRunFilter) ([]JobRun, error) {
+	limit, offset := clampPage(f.Limit, f.Offset)
+	q := s.db.WithContext(ctx).Model(&jobRunModel{})
+	if f.JobName != "" {
+		q = q.Where("job_name = ?", f.JobName)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if f.LineRunID != "" {
+		q = q.Where("line_run_id = ?", f.LineRunID)
+	}
+	var rows []jobRunModel
+	if err := q.Order("created_at desc, id desc").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
+		return nil, translate(err, "list job runs")
+	}
+	out := make([]JobRun, len(rows))
+	for i, r := range rows {
+		out[i] = r.Doc.V
+	}
+	return out, nil
+}
+
+// UpdateJobRun changes a job run by a read-modify-write in one transaction
+// (the row is locked on PostgreSQL), so concurrent updates are never lost.
+func (s *Store) UpdateJobRun(ctx context.Context, id string, change func(*JobRun) error) (JobRun, error) {
+	var out JobRun
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var m jobRunModel
+		if err := s.forUpdate(tx).Where("id = ?", id).Take(&m).Error; err != nil {
+			return err
+		}
+		r := m.Doc.V
+		if err := change(&r); err != nil {
+			return err
+		}
+		r.ID = id
+		normalizeJobRun(&r)
+		out = r
+		return tx.Model(&jobRunModel{}).Where("id = ?", id).Updates(map[string]any{
+			"status": r.Status, "line_run_id": deref(r.LineRunID), "doc": JSON[JobRun]{r},
+		}).Error
+	})
+	return out, translate(err, fmt.Sprintf("update job run %q", id))
+}
+
+// ---------------------------------------------------------------- logs
+
+// MaxStepLogBytes caps what is kept of one stream of one step; beyond it a
+// single truncation marker is stored.
+const MaxStepLogBytes = 1 << 20
+
+// TruncationMarker is stored once when a step stream passes MaxStepLogBytes.
+const TruncationMarker = "\n[... output truncated ...]\n"
+
+// LogChunk is a piece of a step's stdout or stderr.
+type LogChunk struct {
+	Seq       int64
+	Step      string
+	Stream    string
+	Data      []byte
+	CreatedAt time.Time
+}
+
+type stepLogModel struct {
+	Seq       int64  `gorm:"primaryKey;autoIncrement"`
+	RunID     string `gorm:"index:idx_step_logs_run;size:64;not null"`
+	Step      string `gorm:"size:255"`
+	Stream    string `gorm:"size:8"`
+	Data      []byte
+	Truncated bool
+	CreatedAt time.Time
+}
+
+func (stepLogModel) TableName() string { return "step_logs" }
+
+// AppendStepLog stores a chunk of a step's output. Past MaxStepLogBytes per
+// step stream the rest is dropped and TruncationMarker is stored once.
+func (s *Store) AppendStepLog(ctx context.Context, runID, step, stream string, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var agg struct {
+			Size      int64
+			Truncated int64
+		}
+		err := tx.Model(&stepLogModel{}).Where("run_id = ? AND step = ? AND stream = ?", runID, step, stream).
+			Select("COALESCE(SUM(LENGTH(data)), 0) AS size, COALESCE(SUM(CASE WHEN truncated THEN 1 ELSE 0 END), 0) AS truncated").
+			Scan(&agg).Error
+		if err != nil {
+			return err
+		}
+		if agg.Truncated > 0 {
+			return nil
+		}
+		room := MaxStepLogBytes - agg.Size
+		chunk := stepLogModel{RunID: runID, Step: step, Stream: stream, Data: data, CreatedAt: s.now()}
+		if int64(len(data)) > room {
+			if room < 0 {
+				room = 0
+			}
+			chunk.Data = append(append([]byte{}, data[:room]...), TruncationMarker...)
+			chunk.Truncated = true
+		}
+		return tx.Create(&chunk).Error
+	})
+	return translate(err, "append step log")
+}
+
+// ReadStepLogs returns the chunks of a run after sequence number afterSeq, in
+// order; step "" means every step.
+func (s *Store) ReadStepLogs(ctx context.Context, runID, step string, afterSeq int64) ([]LogChunk, error) {
+	q := s.db.WithContext(ctx).Where("run_id = ? AND seq > ?", runID, afterSeq)
+	if step != "" {
+		q = q.Where("step = ?", step)
+	}
+	var rows []stepLogModel
+	if err := q.Order("seq asc").Limit(1000).Find(&rows).Error; err != nil {
+		return nil, translate(err, "read step logs")
+	}
+	out := make([]LogChunk, len(rows))
+	for i, r := range rows {
+		out[i] = LogChunk{Seq: r.Seq, Step: r.Step, Stream: r.Stream, Data: r.Data, CreatedAt: r.CreatedAt.UTC()}
+	}
+	return out, nil
+}

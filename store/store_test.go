@@ -1,0 +1,286 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/store/storetest"
+)
+
+var ctx = context.Background()
+
+func manifest(i int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)) }
+
+func TestDeployVersioning(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		v1, created, err := s.DeployJobVersion(ctx, "build", manifest(1), "sha256:1")
+		if err != nil || !created || v1.VersionNumber != 1 || !strings.HasPrefix(v1.ID, "jv_") {
+			t.Fatalf("first deploy: %+v created=%v err=%v", v1, created, err)
+		}
+		again, created, err := s.DeployJobVersion(ctx, "build", manifest(1), "sha256:1")
+		if err != nil || created || again.ID != v1.ID {
+			t.Fatalf("identical redeploy: %+v created=%v err=%v, want version 1 unchanged", again, created, err)
+		}
+		v2, created, err := s.DeployJobVersion(ctx, "build", manifest(2), "sha256:2")
+		if err != nil || !created || v2.VersionNumber != 2 {
+			t.Fatalf("changed deploy: %+v created=%v err=%v", v2, created, err)
+		}
+		if string(v2.Manifest) != `{"n":2}` {
+			t.Fatalf("manifest round trip: %s", v2.Manifest)
+		}
+		job, err := s.GetJob(ctx, "build")
+		if err != nil || job.LatestVersionNumber == nil || *job.LatestVersionNumber != 2 {
+			t.Fatalf("job: %+v err=%v", job, err)
+		}
+		vs, err := s.ListJobVersions(ctx, "build", 50, 0)
+		if err != nil || len(vs) != 2 || vs[0].VersionNumber != 2 {
+			t.Fatalf("versions newest first: %+v err=%v", vs, err)
+		}
+		if got, err := s.GetJobVersion(ctx, "build", v1.ID); err != nil || got.VersionNumber != 1 {
+			t.Fatalf("get version: %+v %v", got, err)
+		}
+		if _, err := s.GetJobVersion(ctx, "other", v1.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("version of another job: err = %v, want ErrNotFound", err)
+		}
+		if _, err := s.GetJob(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("missing job: err = %v", err)
+		}
+		lv, created, err := s.DeployLineVersion(ctx, "flow", manifest(1), json.RawMessage(`[]`), "sha256:1")
+		if err != nil || !created || lv.VersionNumber != 1 || !strings.HasPrefix(lv.ID, "lv_") || string(lv.InputParams) != `[]` {
+			t.Fatalf("line deploy: %+v %v", lv, err)
+		}
+	})
+}
+
+func TestConcurrentDeploys(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		const n = 20
+		var wg sync.WaitGroup
+		nums := make([]int, n)
+		errs := make([]error, n)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				v, _, err := s.DeployJobVersion(ctx, "par", manifest(i), fmt.Sprintf("sha256:%d", i))
+				nums[i], errs[i] = v.VersionNumber, err
+			}(i)
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		sort.Ints(nums)
+		for i, got := range nums {
+			if got != i+1 {
+				t.Fatalf("version numbers %v, want 1..%d with no gaps or duplicates", nums, n)
+			}
+		}
+		// Identical concurrent deploys make one version.
+		ids := make([]string, 8)
+		for i := range ids {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				v, _, err := s.DeployJobVersion(ctx, "same", manifest(0), "sha256:same")
+				if err != nil {
+					t.Error(err)
+				}
+				ids[i] = v.ID
+			}(i)
+		}
+		wg.Wait()
+		for _, id := range ids {
+			if id != ids[0] {
+				t.Fatalf("identical deploys gave different versions: %v", ids)
+			}
+		}
+	})
+}
+
+func TestListPagination(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		for _, name := range []string{"c", "a", "b"} {
+			if _, _, err := s.DeployJobVersion(ctx, name, manifest(1), "sha256:x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		page, err := s.ListJobs(ctx, 2, 1)
+		if err != nil || len(page) != 2 || page[0].Name != "b" || page[1].Name != "c" {
+			t.Fatalf("page: %+v %v", page, err)
+		}
+	})
+}
+
+func TestKnowledge(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		v := store.KnowledgeVersion{Identifier: "guide", Type: "prompt", Level: "procedural", Format: "markdown", Body: "hi",
+			Metadata: map[string]any{"k": "v"}, Links: []store.KnowledgeLink{{LinkType: "tag", Value: "x"}}, ContentHash: "sha256:a", ByteSize: 2}
+		v1, err := s.CreateKnowledge(ctx, v)
+		if err != nil || v1.VersionNumber != 1 || !strings.HasPrefix(v1.ID, "kv_") || v1.Links[0].Value != "x" || v1.Metadata["k"] != "v" {
+			t.Fatalf("create: %+v %v", v1, err)
+		}
+		if _, err := s.CreateKnowledge(ctx, v); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("duplicate identifier: err = %v, want ErrConflict", err)
+		}
+		same, created, err := s.AddKnowledgeVersion(ctx, v)
+		if err != nil || created || same.ID != v1.ID {
+			t.Fatalf("identical version: %+v created=%v %v", same, created, err)
+		}
+		v.Body, v.ContentHash = "hello", "sha256:b"
+		v2, created, err := s.AddKnowledgeVersion(ctx, v)
+		if err != nil || !created || v2.VersionNumber != 2 {
+			t.Fatalf("second version: %+v %v", v2, err)
+		}
+		item, latest, err := s.GetKnowledge(ctx, "guide")
+		if err != nil || item.LatestVersionNumber != 2 || latest.Body != "hello" {
+			t.Fatalf("get: %+v %+v %v", item, latest, err)
+		}
+		if _, err := s.GetKnowledgeVersion(ctx, "guide", 3); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("missing version: %v", err)
+		}
+		v.Identifier = "missing"
+		if _, _, err := s.AddKnowledgeVersion(ctx, v); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("version of a missing item: %v", err)
+		}
+	})
+}
+
+func TestTokens(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		if _, err := s.CreateToken(ctx, "ci", "write", "abc123"); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := s.FindTokenByHash(ctx, "abc123")
+		if err != nil || tok.Name != "ci" || tok.Scope != "write" {
+			t.Fatalf("find: %+v %v", tok, err)
+		}
+		if _, err := s.FindTokenByHash(ctx, "abc124"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("wrong hash: %v", err)
+		}
+		if _, err := s.CreateToken(ctx, "ci", "read", "zzz"); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("duplicate name: %v", err)
+		}
+	})
+}
+
+func TestJobRunsConcurrentUpdates(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		r, err := s.CreateJobRun(ctx, store.JobRun{JobName: "build", JobVersionID: "jv_1", Status: "queued", RunParams: map[string]any{"a": 1.0}})
+		if err != nil || !strings.HasPrefix(r.ID, "jr_") {
+			t.Fatalf("create: %+v %v", r, err)
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < 10; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				_, err := s.UpdateJobRun(ctx, r.ID, func(r *store.JobRun) error {
+					r.StepTimeline = append(r.StepTimeline, store.StepTimelineEntry{Name: fmt.Sprint(i), Status: "succeeded"})
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}(i)
+		}
+		wg.Wait()
+		got, err := s.GetJobRun(ctx, r.ID)
+		if err != nil || len(got.StepTimeline) != 10 {
+			t.Fatalf("after 10 concurrent appends: %d entries, err %v", len(got.StepTimeline), err)
+		}
+		if _, err := s.UpdateJobRun(ctx, r.ID, func(r *store.JobRun) error { r.Status = "running"; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		runs, err := s.ListJobRuns(ctx, store.JobRunFilter{JobName: "build", Status: "running"})
+		if err != nil || len(runs) != 1 || runs[0].RunParams["a"] != 1.0 {
+			t.Fatalf("list by status: %+v %v", runs, err)
+		}
+		if _, err := s.GetJobRun(ctx, "jr_nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("missing run: %v", err)
+		}
+	})
+}
+
+func TestStepLogsCap(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		big := bytes.Repeat([]byte("x"), store.MaxStepLogBytes-10)
+		for _, chunk := range [][]byte{big, []byte("0123456789abcdef"), []byte("dropped")} {
+			if err := s.AppendStepLog(ctx, "jr_1", "t/s", "stdout", chunk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.AppendStepLog(ctx, "jr_1", "t/s", "stderr", []byte("err")); err != nil {
+			t.Fatal(err)
+		}
+		chunks, err := s.ReadStepLogs(ctx, "jr_1", "", 0)
+		if err != nil || len(chunks) != 3 {
+			t.Fatalf("chunks: %d %v", len(chunks), err)
+		}
+		var out []byte
+		for _, c := range chunks[:2] {
+			out = append(out, c.Data...)
+		}
+		if !strings.HasSuffix(string(out), "0123456789"+store.TruncationMarker) {
+			t.Fatalf("stdout does not end with the kept bytes and the marker: %q", out[len(out)-40:])
+		}
+		after, _ := s.ReadStepLogs(ctx, "jr_1", "", chunks[1].Seq)
+		if len(after) != 1 || string(after[0].Data) != "err" {
+			t.Fatalf("read after seq: %+v", after)
+		}
+	})
+}
+
+func TestLineRunsAndSchedules(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		d := "d-1"
+		r, err := s.CreateLineRun(ctx, store.LineRun{LineName: "flow", Status: "queued", Trigger: store.TriggerSummary{Source: "webhook", DeliveryID: &d}})
+		if err != nil || !strings.HasPrefix(r.ID, "lr_") {
+			t.Fatal(err)
+		}
+		found, err := s.FindLineRunsByDelivery(ctx, "webhook", "d-1")
+		if err != nil || len(found) != 1 || found[0].ID != r.ID {
+			t.Fatalf("by delivery: %+v %v", found, err)
+		}
+		code := "no_route"
+		if _, err := s.UpdateLineRun(ctx, r.ID, func(r *store.LineRun) error {
+			r.Status = "failed"
+			r.Failure = &store.LineRunFailure{Code: &code, Domain: "config"}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := s.ListLineRuns(ctx, store.LineRunFilter{LineName: "flow"})
+		if len(got) != 1 || got[0].Failure == nil || *got[0].Failure.Code != "no_route" {
+			t.Fatalf("list: %+v", got)
+		}
+		sc, err := s.UpsertLineSchedule(ctx, store.LineSchedule{LineName: "flow", Cron: "0 * * * *", Timezone: "UTC", Enabled: true})
+		if err != nil || sc.ScheduleGeneration != 1 {
+			t.Fatalf("create schedule: %+v %v", sc, err)
+		}
+		sc, _ = s.UpsertLineSchedule(ctx, store.LineSchedule{LineName: "flow", Cron: "0 * * * *", Timezone: "UTC", Enabled: true})
+		if sc.ScheduleGeneration != 1 {
+			t.Fatalf("unchanged upsert bumped generation to %d", sc.ScheduleGeneration)
+		}
+		sc, _ = s.UpsertLineSchedule(ctx, store.LineSchedule{LineName: "flow", Cron: "5 * * * *", Timezone: "UTC", Enabled: false, Inputs: map[string]any{"a": "b"}})
+		if sc.ScheduleGeneration != 2 || sc.Enabled || sc.Inputs["a"] != "b" {
+			t.Fatalf("changed schedule: %+v", sc)
+		}
+		if err := s.DeleteLineSchedule(ctx, "flow"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetLineSchedule(ctx, "flow"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("deleted schedule: %v", err)
+		}
+	})
+}
