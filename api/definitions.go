@@ -1,0 +1,358 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/store"
+)
+
+// JobVersionResponse is SPEC's job version; Manifest is omitted in lists.
+type JobVersionResponse struct {
+	ID            string          `json:"id"`
+	VersionNumber int             `json:"version_number"`
+	ContentHash   string          `json:"content_hash"`
+	DeployedAt    time.Time       `json:"deployed_at"`
+	Manifest      json.RawMessage `json:"manifest,omitempty"`
+}
+
+// JobListItem is SPEC's job list item.
+type JobListItem struct {
+	ID                  string    `json:"id"`
+	Name                string    `json:"name"`
+	LatestVersionNumber *int      `json:"latest_version_number"`
+	CreatedAt           time.Time `json:"created_at"`
+}
+
+// JobResponse is a job list item with its latest version.
+type JobResponse struct {
+	JobListItem
+	LatestVersion *JobVersionResponse `json:"latest_version"`
+}
+
+// LineDeploymentResponse is SPEC's line deployment.
+type LineDeploymentResponse struct {
+	ID            string          `json:"id"`
+	VersionNumber int             `json:"version_number"`
+	ContentHash   string          `json:"content_hash"`
+	DeployedAt    time.Time       `json:"deployed_at"`
+	Manifest      json.RawMessage `json:"manifest"`
+	InputParams   json.RawMessage `json:"input_params"`
+}
+
+// LineListItem is one line of GET /factory/lines.
+type LineListItem struct {
+	ID                  string    `json:"id"`
+	Name                string    `json:"name"`
+	LatestVersionNumber *int      `json:"latest_version_number"`
+	CreatedAt           time.Time `json:"created_at"`
+}
+
+// LineResponse is a line with its latest deployment.
+type LineResponse struct {
+	LineListItem
+	LatestDeployment *LineDeploymentResponse `json:"latest_deployment"`
+}
+
+func jobVersionResponse(v store.JobVersion, withManifest bool) JobVersionResponse {
+	r := JobVersionResponse{ID: v.ID, VersionNumber: v.VersionNumber, ContentHash: v.ContentHash, DeployedAt: v.DeployedAt.UTC()}
+	if withManifest {
+		r.Manifest = v.Manifest
+	}
+	return r
+}
+
+func lineDeploymentResponse(v store.LineVersion) LineDeploymentResponse {
+	params := v.InputParams
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage("[]")
+	}
+	return LineDeploymentResponse{ID: v.ID, VersionNumber: v.VersionNumber, ContentHash: v.ContentHash,
+		DeployedAt: v.DeployedAt.UTC(), Manifest: v.Manifest, InputParams: params}
+}
+
+// manifestBody returns the manifest of a deploy request and its format: raw
+// TOML with Content-Type application/toml, else JSON {"manifest": {...}}.
+func manifestBody(c *gin.Context) ([]byte, manifests.Format, error) {
+	data, err := readBody(c)
+	if err != nil {
+		return nil, "", err
+	}
+	mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	switch mt {
+	case "application/toml", "text/toml", "application/x-toml":
+		return data, manifests.FormatTOML, nil
+	}
+	var wrapper map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&wrapper); err != nil {
+		return nil, "", &ManifestInvalid{Problems: manifests.Problems{{Message: "the body must be JSON {\"manifest\": {...}} or TOML with Content-Type application/toml: " + err.Error()}}}
+	}
+	var ps manifests.Problems
+	for k := range wrapper {
+		if k != "manifest" {
+			ps = append(ps, manifests.Problem{Path: k, Message: "unknown key in the request body (only \"manifest\")"})
+		}
+	}
+	raw, ok := wrapper["manifest"]
+	if !ok || string(raw) == "null" {
+		ps = append(ps, manifests.Problem{Path: "manifest", Message: "is required"})
+	}
+	if ps != nil {
+		ps.Sort()
+		return nil, "", &ManifestInvalid{Problems: ps}
+	}
+	return raw, manifests.FormatJSON, nil
+}
+
+// ---------------------------------------------------------------- jobs
+
+// parseJob parses, validates and normalizes a job manifest for a deploy.
+func parseJob(data []byte, f manifests.Format, pathName string) (*manifests.JobManifest, error) {
+	m, err := manifests.ParseJob(data, f)
+	if err != nil {
+		return nil, &ManifestInvalid{Problems: manifests.AsProblems(err)}
+	}
+	ps := manifests.ValidateJob(m)
+	ps = append(ps, manifests.CheckName("job.name", pathName, m.Job.Name)...)
+	if len(ps) > 0 {
+		ps.Sort()
+		return nil, &ManifestInvalid{Problems: ps}
+	}
+	manifests.NormalizeJob(m)
+	return m, nil
+}
+
+func encodeManifest(m any) (json.RawMessage, string, error) {
+	hash, err := manifests.ContentHash(m)
+	if err != nil {
+		return nil, "", err
+	}
+	raw, err := json.Marshal(m)
+	return raw, hash, err
+}
+
+func (s *Server) createJobVersion(c *gin.Context) error {
+	name := c.Param("name")
+	data, format, err := manifestBody(c)
+	if err != nil {
+		return err
+	}
+	m, err := parseJob(data, format, name)
+	if err != nil {
+		return err
+	}
+	raw, hash, err := encodeManifest(m)
+	if err != nil {
+		return err
+	}
+	v, created, err := s.store.DeployJobVersion(c.Request.Context(), name, raw, hash)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	c.JSON(status, jobVersionResponse(v, true))
+	return nil
+}
+
+func (s *Server) listJobVersions(c *gin.Context) error {
+	limit, offset, err := page(c)
+	if err != nil {
+		return err
+	}
+	vs, err := s.store.ListJobVersions(c.Request.Context(), c.Param("name"), limit, offset)
+	if err != nil {
+		return err
+	}
+	out := make([]JobVersionResponse, len(vs))
+	for i, v := range vs {
+		out[i] = jobVersionResponse(v, false)
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getJobVersion(c *gin.Context) error {
+	v, err := s.store.GetJobVersion(c.Request.Context(), c.Param("name"), c.Param("version_id"))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, jobVersionResponse(v, true))
+	return nil
+}
+
+func (s *Server) listJobs(c *gin.Context) error {
+	limit, offset, err := page(c)
+	if err != nil {
+		return err
+	}
+	jobs, err := s.store.ListJobs(c.Request.Context(), limit, offset)
+	if err != nil {
+		return err
+	}
+	out := make([]JobListItem, len(jobs))
+	for i, j := range jobs {
+		out[i] = JobListItem{ID: j.ID, Name: j.Name, LatestVersionNumber: j.LatestVersionNumber, CreatedAt: j.CreatedAt.UTC()}
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getJob(c *gin.Context) error {
+	ctx := c.Request.Context()
+	j, err := s.store.GetJob(ctx, c.Param("name"))
+	if err != nil {
+		return err
+	}
+	out := JobResponse{JobListItem: JobListItem{ID: j.ID, Name: j.Name, LatestVersionNumber: j.LatestVersionNumber, CreatedAt: j.CreatedAt.UTC()}}
+	v, err := s.store.LatestJobVersion(ctx, j.Name)
+	switch {
+	case err == nil:
+		r := jobVersionResponse(v, true)
+		out.LatestVersion = &r
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+// ---------------------------------------------------------------- lines
+
+func (s *Server) deployLine(c *gin.Context) error {
+	ctx := c.Request.Context()
+	name := c.Param("name")
+	data, format, err := manifestBody(c)
+	if err != nil {
+		return err
+	}
+	m, err := manifests.ParseLine(data, format)
+	if err != nil {
+		return &ManifestInvalid{Problems: manifests.AsProblems(err)}
+	}
+	ps := manifests.ValidateLine(m)
+	ps = append(ps, manifests.CheckName("line.name", name, m.Line.Name)...)
+	var lookupErr error
+	ps = append(ps, manifests.CheckLineJobs(m, func(job, versionID string) (bool, bool) {
+		if _, err := s.store.GetJob(ctx, job); err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				lookupErr = err
+			}
+			return false, false
+		}
+		if versionID == "" {
+			return true, true
+		}
+		_, err := s.store.GetJobVersion(ctx, job, versionID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			lookupErr = err
+		}
+		return true, err == nil
+	})...)
+	if lookupErr != nil {
+		return lookupErr
+	}
+	if len(ps) > 0 {
+		ps.Sort()
+		return &ManifestInvalid{Problems: ps}
+	}
+	manifests.NormalizeLine(m)
+	entry, err := s.entryJob(c, m.Stages[0])
+	if err != nil {
+		return err
+	}
+	params, err := json.Marshal(manifests.LineInputParams(entry))
+	if err != nil {
+		return err
+	}
+	raw, hash, err := encodeManifest(m)
+	if err != nil {
+		return err
+	}
+	v, created, err := s.store.DeployLineVersion(ctx, name, raw, params, hash)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	c.JSON(status, lineDeploymentResponse(v))
+	return nil
+}
+
+// entryJob loads the job version the entry stage resolves to now: the pinned
+// version, else the job's latest.
+func (s *Server) entryJob(c *gin.Context, st manifests.LineStage) (*manifests.JobManifest, error) {
+	ctx := c.Request.Context()
+	var (
+		v   store.JobVersion
+		err error
+	)
+	if st.JobVersionID != "" {
+		v, err = s.store.GetJobVersion(ctx, st.Job, st.JobVersionID)
+	} else {
+		v, err = s.store.LatestJobVersion(ctx, st.Job)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &ManifestInvalid{Problems: manifests.Problems{{Path: "stages[0].job", Message: "job " + st.Job + " has no version"}}}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m manifests.JobManifest
+	if err := json.Unmarshal(v.Manifest, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+func lineListItem(l store.Line) LineListItem {
+	return LineListItem{ID: l.ID, Name: l.Name, LatestVersionNumber: l.LatestVersionNumber, CreatedAt: l.CreatedAt.UTC()}
+}
+
+func (s *Server) listLines(c *gin.Context) error {
+	limit, offset, err := page(c)
+	if err != nil {
+		return err
+	}
+	lines, err := s.store.ListLines(c.Request.Context(), limit, offset)
+	if err != nil {
+		return err
+	}
+	out := make([]LineListItem, len(lines))
+	for i, l := range lines {
+		out[i] = lineListItem(l)
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getLine(c *gin.Context) error {
+	ctx := c.Request.Context()
+	l, err := s.store.GetLine(ctx, c.Param("name"))
+	if err != nil {
+		return err
+	}
+	out := LineResponse{LineListItem: lineListItem(l)}
+	v, err := s.store.LatestLineVersion(ctx, l.Name)
+	switch {
+	case err == nil:
+		d := lineDeploymentResponse(v)
+		out.LatestDeployment = &d
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,127 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/store"
+)
+
+// Error codes of the error body (SPEC "Errors").
+const (
+	CodeAuthRequired        = "AUTH_REQUIRED"
+	CodeInvalidRequest      = "INVALID_REQUEST"
+	CodeNotFound            = "NOT_FOUND"
+	CodeValidation          = "VALIDATION_ERROR"
+	CodeAccessDenied        = "ACCESS_DENIED"
+	CodeRateLimited         = "RATE_LIMITED"
+	CodeInternal            = "INTERNAL_ERROR"
+	CodeBadGateway          = "BAD_GATEWAY"
+	CodeResourceUnavailable = "RESOURCE_UNAVAILABLE"
+)
+
+// ErrorBody is SPEC's error body.
+type ErrorBody struct {
+	Code      string  `json:"code"`
+	Message   string  `json:"message"`
+	Available *int64  `json:"available"`
+	Limit     *int64  `json:"limit"`
+	Requested *int64  `json:"requested"`
+	Resource  *string `json:"resource"`
+	RequestID *string `json:"request_id"`
+}
+
+// FieldError is one entry of the validation error body.
+type FieldError struct {
+	Loc   []any  `json:"loc"`
+	Msg   string `json:"msg"`
+	Type  string `json:"type"`
+	Input any    `json:"input,omitempty"`
+}
+
+// ValidationBody is SPEC's validation error body (HTTP 422 outside deploys).
+type ValidationBody struct {
+	Detail []FieldError `json:"detail"`
+}
+
+// HTTPError is an error with its HTTP status and error code, answered with
+// the error body.
+type HTTPError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *HTTPError) Error() string { return e.Message }
+
+func httpError(status int, code, format string, args ...any) *HTTPError {
+	return &HTTPError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// InvalidInput is answered with 422 and the validation body.
+type InvalidInput struct {
+	Detail []FieldError
+}
+
+func (e *InvalidInput) Error() string {
+	msgs := make([]string, len(e.Detail))
+	for i, d := range e.Detail {
+		msgs[i] = fmt.Sprintf("%v: %s", d.Loc, d.Msg)
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func invalid(typ, msg string, loc ...any) *InvalidInput {
+	return &InvalidInput{Detail: []FieldError{{Loc: loc, Msg: msg, Type: typ}}}
+}
+
+// ManifestInvalid is a deploy rejected for its manifest: 422 with the error
+// body, code VALIDATION_ERROR, every problem in the message.
+type ManifestInvalid struct {
+	Problems manifests.Problems
+}
+
+func (e *ManifestInvalid) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return "invalid manifest: " + strings.Join(lines, "; ")
+}
+
+// writeError is the one mapping from errors to HTTP answers.
+func (s *Server) writeError(c *gin.Context, err error) {
+	rid := requestID(c)
+	body := func(status int, code, msg string) {
+		c.AbortWithStatusJSON(status, ErrorBody{Code: code, Message: msg, RequestID: &rid})
+	}
+	var (
+		he  *HTTPError
+		ii  *InvalidInput
+		mi  *ManifestInvalid
+		mbe *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &mi):
+		body(http.StatusUnprocessableEntity, CodeValidation, mi.Error())
+	case errors.As(err, &ii):
+		c.AbortWithStatusJSON(http.StatusUnprocessableEntity, ValidationBody{Detail: ii.Detail})
+	case errors.As(err, &he):
+		body(he.Status, he.Code, he.Message)
+	case errors.As(err, &mbe):
+		body(http.StatusRequestEntityTooLarge, CodeInvalidRequest, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
+	case errors.Is(err, store.ErrNotFound):
+		body(http.StatusNotFound, CodeNotFound, err.Error())
+	case errors.Is(err, store.ErrConflict):
+		body(http.StatusConflict, CodeInvalidRequest, err.Error())
+	default:
+		s.log.ErrorContext(c.Request.Context(), "internal error", slog.String("request_id", rid), slog.String("error", err.Error()))
+		body(http.StatusInternalServerError, CodeInternal, "internal error (request "+rid+")")
+	}
+}

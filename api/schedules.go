@@ -1,0 +1,151 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/store"
+)
+
+// ScheduleResponse is SPEC's line schedule.
+type ScheduleResponse struct {
+	Cron               string         `json:"cron"`
+	Timezone           string         `json:"timezone"`
+	Enabled            bool           `json:"enabled"`
+	ScheduleGeneration int64          `json:"schedule_generation"`
+	Inputs             map[string]any `json:"inputs"`
+}
+
+type scheduleRequest struct {
+	Cron     *string        `json:"cron"`
+	Timezone *string        `json:"timezone"`
+	Enabled  *bool          `json:"enabled"`
+	Inputs   map[string]any `json:"inputs"`
+}
+
+func scheduleResponse(sc store.LineSchedule) ScheduleResponse {
+	return ScheduleResponse{Cron: sc.Cron, Timezone: sc.Timezone, Enabled: sc.Enabled, ScheduleGeneration: sc.ScheduleGeneration, Inputs: sc.Inputs}
+}
+
+func (s *Server) putSchedule(c *gin.Context) error {
+	var req scheduleRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	f := &fieldCheck{}
+	f.require(req.Cron != nil, "cron")
+	if req.Cron != nil {
+		if err := manifests.ValidateCron(*req.Cron); err != nil {
+			f.add("cron", "value_error", err.Error(), *req.Cron)
+		}
+	}
+	sc := store.LineSchedule{LineName: c.Param("name"), Timezone: "UTC", Enabled: true, Inputs: req.Inputs}
+	if req.Timezone != nil {
+		if err := manifests.ValidateTimezone(*req.Timezone); err != nil || *req.Timezone == "" {
+			f.add("timezone", "value_error", "timezone must be an IANA name such as Europe/Paris", *req.Timezone)
+		}
+		sc.Timezone = *req.Timezone
+	}
+	if err := f.err(); err != nil {
+		return err
+	}
+	sc.Cron = *req.Cron
+	if req.Enabled != nil {
+		sc.Enabled = *req.Enabled
+	}
+	if sc.Inputs == nil {
+		sc.Inputs = map[string]any{}
+	}
+	ctx := c.Request.Context()
+	if _, err := s.store.GetLine(ctx, sc.LineName); err != nil {
+		return err
+	}
+	out, err := s.store.UpsertLineSchedule(ctx, sc)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, scheduleResponse(out))
+	return nil
+}
+
+func (s *Server) getSchedule(c *gin.Context) error {
+	sc, err := s.store.GetLineSchedule(c.Request.Context(), c.Param("name"))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, scheduleResponse(sc))
+	return nil
+}
+
+func (s *Server) deleteSchedule(c *gin.Context) error {
+	if err := s.store.DeleteLineSchedule(c.Request.Context(), c.Param("name")); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// TokenResponse describes a token; Token (the secret) is shown only once,
+// when it is created.
+type TokenResponse struct {
+	Name       string     `json:"name"`
+	Scope      string     `json:"scope"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	Token      string     `json:"token,omitempty"`
+}
+
+type tokenRequest struct {
+	Name  *string `json:"name"`
+	Scope *string `json:"scope"`
+}
+
+func (s *Server) createToken(c *gin.Context) error {
+	var req tokenRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	f := &fieldCheck{}
+	f.require(req.Name != nil && *req.Name != "", "name")
+	scope := ScopeRead
+	if req.Scope != nil {
+		scope = *req.Scope
+		if !ValidScope(scope) {
+			f.add("scope", "enum", "scope must be read, write or admin", scope)
+		}
+	}
+	if err := f.err(); err != nil {
+		return err
+	}
+	secret := NewTokenSecret()
+	tok, err := s.store.CreateToken(c.Request.Context(), *req.Name, scope, HashToken(secret))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, TokenResponse{Name: tok.Name, Scope: tok.Scope, CreatedAt: tok.CreatedAt, LastUsedAt: tok.LastUsedAt, Token: secret})
+	return nil
+}
+
+func (s *Server) listTokens(c *gin.Context) error {
+	toks, err := s.store.ListTokens(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]TokenResponse, len(toks))
+	for i, t := range toks {
+		out[i] = TokenResponse{Name: t.Name, Scope: t.Scope, CreatedAt: t.CreatedAt, LastUsedAt: t.LastUsedAt}
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) deleteToken(c *gin.Context) error {
+	if err := s.store.DeleteToken(c.Request.Context(), c.Param("name")); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}

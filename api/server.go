@@ -1,0 +1,347 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/linefactory/linefactory/store"
+)
+
+// Store is what the API needs of the store (*store.Store satisfies it).
+type Store interface {
+	Ping(ctx context.Context) error
+
+	DeployJobVersion(ctx context.Context, name string, manifest json.RawMessage, hash string) (store.JobVersion, bool, error)
+	ListJobs(ctx context.Context, limit, offset int) ([]store.Job, error)
+	GetJob(ctx context.Context, name string) (store.Job, error)
+	ListJobVersions(ctx context.Context, name string, limit, offset int) ([]store.JobVersion, error)
+	GetJobVersion(ctx context.Context, name, versionID string) (store.JobVersion, error)
+	LatestJobVersion(ctx context.Context, name string) (store.JobVersion, error)
+
+	DeployLineVersion(ctx context.Context, name string, manifest, inputParams json.RawMessage, hash string) (store.LineVersion, bool, error)
+	ListLines(ctx context.Context, limit, offset int) ([]store.Line, error)
+	GetLine(ctx context.Context, name string) (store.Line, error)
+	LatestLineVersion(ctx context.Context, name string) (store.LineVersion, error)
+
+	CreateKnowledge(ctx context.Context, v store.KnowledgeVersion) (store.KnowledgeVersion, error)
+	AddKnowledgeVersion(ctx context.Context, v store.KnowledgeVersion) (store.KnowledgeVersion, bool, error)
+	ListKnowledge(ctx context.Context, limit, offset int) ([]store.KnowledgeItem, error)
+	GetKnowledge(ctx context.Context, identifier string) (store.KnowledgeItem, store.KnowledgeVersion, error)
+	GetKnowledgeVersion(ctx context.Context, identifier string, n int) (store.KnowledgeVersion, error)
+
+	UpsertLineSchedule(ctx context.Context, sc store.LineSchedule) (store.LineSchedule, error)
+	GetLineSchedule(ctx context.Context, line string) (store.LineSchedule, error)
+	DeleteLineSchedule(ctx context.Context, line string) error
+
+	CreateToken(ctx context.Context, name, scope, hash string) (store.Token, error)
+	FindTokenByHash(ctx context.Context, hash string) (store.Token, error)
+	ListTokens(ctx context.Context) ([]store.Token, error)
+	DeleteToken(ctx context.Context, name string) error
+}
+
+// Config configures the API server.
+type Config struct {
+	// MaxBodyBytes bounds request bodies (413 beyond it); default 4 MiB.
+	MaxBodyBytes int64
+	// Logger receives structured request logs; default slog.Default().
+	Logger *slog.Logger
+	// ReadyChecks are run by /readyz besides the store ping (e.g. Temporal).
+	ReadyChecks map[string]func(ctx context.Context) error
+}
+
+// Server is the REST API.
+type Server struct {
+	store   Store
+	cfg     Config
+	log     *slog.Logger
+	engine  *gin.Engine
+	metrics *metrics
+	routes  []Route
+	doc     openapiCache
+}
+
+// Route is one registered endpoint and the scope it needs ("" = public).
+type Route struct {
+	Method, Path, Scope string
+}
+
+// Token scopes, each including the ones before it.
+const (
+	ScopeRead  = "read"
+	ScopeWrite = "write"
+	ScopeAdmin = "admin"
+)
+
+var scopeRank = map[string]int{ScopeRead: 1, ScopeWrite: 2, ScopeAdmin: 3}
+
+// ValidScope tells a known scope.
+func ValidScope(s string) bool { return scopeRank[s] > 0 }
+
+// New builds the API on a store.
+func New(cfg Config, st Store) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 4 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{store: st, cfg: cfg, log: cfg.Logger, engine: gin.New(), metrics: newMetrics()}
+	e := s.engine
+	e.HandleMethodNotAllowed = true
+	e.ContextWithFallback = true
+	e.Use(s.requestIDMiddleware, s.logMiddleware, s.recoverMiddleware, s.bodyLimitMiddleware)
+	e.NoRoute(func(c *gin.Context) {
+		s.writeError(c, httpError(http.StatusNotFound, CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path))
+	})
+	e.NoMethod(func(c *gin.Context) {
+		s.writeError(c, httpError(http.StatusMethodNotAllowed, CodeInvalidRequest, "method %s not allowed on %s", c.Request.Method, c.Request.URL.Path))
+	})
+	s.registerRoutes()
+	return s
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+
+// Routes lists every registered endpoint.
+func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
+
+type handler func(c *gin.Context) error
+
+func (s *Server) handle(method, path, scope string, h handler) {
+	s.routes = append(s.routes, Route{Method: method, Path: path, Scope: scope})
+	chain := []gin.HandlerFunc{}
+	if scope != "" {
+		chain = append(chain, s.authMiddleware(scope))
+	}
+	chain = append(chain, func(c *gin.Context) {
+		if err := h(c); err != nil {
+			s.writeError(c, err)
+		}
+	})
+	s.engine.Handle(method, path, chain...)
+}
+
+func (s *Server) registerRoutes() {
+	// operations (public)
+	s.handle(http.MethodGet, "/healthz", "", s.healthz)
+	s.handle(http.MethodGet, "/readyz", "", s.readyz)
+	s.handle(http.MethodGet, "/metrics", "", s.metricsHandler)
+	s.handle(http.MethodGet, "/openapi.json", "", s.openapi)
+	// jobs
+	s.handle(http.MethodPost, "/jobs/:name/versions", ScopeWrite, s.createJobVersion)
+	s.handle(http.MethodGet, "/jobs/:name/versions", ScopeRead, s.listJobVersions)
+	s.handle(http.MethodGet, "/jobs/:name/versions/:version_id", ScopeRead, s.getJobVersion)
+	s.handle(http.MethodGet, "/jobs", ScopeRead, s.listJobs)
+	s.handle(http.MethodGet, "/jobs/:name", ScopeRead, s.getJob)
+	// lines
+	s.handle(http.MethodPost, "/factory/lines/:name/deploy", ScopeWrite, s.deployLine)
+	s.handle(http.MethodGet, "/factory/lines", ScopeRead, s.listLines)
+	s.handle(http.MethodGet, "/factory/lines/:name", ScopeRead, s.getLine)
+	s.handle(http.MethodPut, "/factory/lines/:name/schedule", ScopeWrite, s.putSchedule)
+	s.handle(http.MethodGet, "/factory/lines/:name/schedule", ScopeRead, s.getSchedule)
+	s.handle(http.MethodDelete, "/factory/lines/:name/schedule", ScopeWrite, s.deleteSchedule)
+	// knowledge
+	s.handle(http.MethodPost, "/knowledge", ScopeWrite, s.createKnowledge)
+	s.handle(http.MethodPost, "/knowledge/:identifier/versions", ScopeWrite, s.addKnowledgeVersion)
+	s.handle(http.MethodGet, "/knowledge", ScopeRead, s.listKnowledge)
+	s.handle(http.MethodGet, "/knowledge/:identifier", ScopeRead, s.getKnowledge)
+	s.handle(http.MethodGet, "/knowledge/:identifier/versions/:version_number", ScopeRead, s.getKnowledgeVersion)
+	// tokens
+	s.handle(http.MethodPost, "/tokens", ScopeAdmin, s.createToken)
+	s.handle(http.MethodGet, "/tokens", ScopeAdmin, s.listTokens)
+	s.handle(http.MethodDelete, "/tokens/:name", ScopeAdmin, s.deleteToken)
+}
+
+// ---------------------------------------------------------------- middleware
+
+const requestIDKey = "request_id"
+
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
+
+func (s *Server) requestIDMiddleware(c *gin.Context) {
+	rid := c.GetHeader("X-Request-Id")
+	if !requestIDRE.MatchString(rid) {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		rid = "req_" + hex.EncodeToString(b[:])
+	}
+	c.Set(requestIDKey, rid)
+	c.Header("X-Request-Id", rid)
+	c.Next()
+}
+
+func (s *Server) logMiddleware(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	status := c.Writer.Status()
+	elapsed := time.Since(start)
+	s.metrics.observe(c.Request.Method, route, status, elapsed)
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	s.log.LogAttrs(c.Request.Context(), level, "request",
+		slog.String("request_id", requestID(c)), slog.String("method", c.Request.Method),
+		slog.String("route", route), slog.String("path", c.Request.URL.Path), slog.Int("status", status),
+		slog.Duration("duration", elapsed), slog.String("actor", c.GetString(actorKey)))
+}
+
+func (s *Server) recoverMiddleware(c *gin.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.ErrorContext(c.Request.Context(), "panic in handler", slog.String("request_id", requestID(c)),
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			if !c.Writer.Written() {
+				s.writeError(c, fmt.Errorf("panic: %v", p))
+			}
+			c.Abort()
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) bodyLimitMiddleware(c *gin.Context) {
+	if c.Request.ContentLength > s.cfg.MaxBodyBytes {
+		s.writeError(c, &http.MaxBytesError{Limit: s.cfg.MaxBodyBytes})
+		return
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+	c.Next()
+}
+
+const actorKey = "actor"
+
+// HashToken is the hex SHA-256 under which a token secret is stored.
+func HashToken(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// NewTokenSecret returns a new random 32-byte token secret, hex encoded with
+// a recognizable prefix.
+func NewTokenSecret() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return "lf_" + hex.EncodeToString(b[:])
+}
+
+func (s *Server) authMiddleware(scope string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		header := c.GetHeader("Authorization")
+		secret, ok := strings.CutPrefix(header, "Bearer ")
+		secret = strings.TrimSpace(secret)
+		if !ok || secret == "" {
+			s.writeError(c, httpError(http.StatusUnauthorized, CodeAuthRequired, "a bearer token is required: Authorization: Bearer <token>"))
+			return
+		}
+		tok, err := s.store.FindTokenByHash(c.Request.Context(), HashToken(secret))
+		if errors.Is(err, store.ErrNotFound) {
+			s.writeError(c, httpError(http.StatusUnauthorized, CodeAuthRequired, "the bearer token is not valid"))
+			return
+		}
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		c.Set(actorKey, tok.Name)
+		if scopeRank[tok.Scope] < scopeRank[scope] {
+			s.writeError(c, httpError(http.StatusForbidden, CodeAccessDenied, "token %q has scope %s; this needs %s", tok.Name, tok.Scope, scope))
+			return
+		}
+		c.Next()
+	}
+}
+
+// ---------------------------------------------------------------- operations
+
+func (s *Server) healthz(c *gin.Context) error {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+	return nil
+}
+
+func (s *Server) readyz(c *gin.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
+	defer cancel()
+	checks := map[string]string{}
+	ready := true
+	run := func(name string, f func(context.Context) error) {
+		if err := f(ctx); err != nil {
+			checks[name] = err.Error()
+			ready = false
+			return
+		}
+		checks[name] = "ok"
+	}
+	run("store", s.store.Ping)
+	for name, f := range s.cfg.ReadyChecks {
+		run(name, f)
+	}
+	if !ready {
+		rid := requestID(c)
+		c.JSON(http.StatusServiceUnavailable, gin.H{"code": CodeResourceUnavailable, "message": "not ready", "request_id": rid, "checks": checks})
+		return nil
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "checks": checks})
+	return nil
+}
+
+type metrics struct {
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "linefactory_http_requests_total", Help: "HTTP requests by method, route template and status.",
+		}, []string{"method", "route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "linefactory_http_request_duration_seconds", Help: "HTTP request latency by method, route template and status.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"method", "route", "status"}),
+	}
+	m.registry.MustRegister(m.requests, m.latency, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(method, route string, status int, d time.Duration) {
+	code := strconv.Itoa(status)
+	m.requests.WithLabelValues(method, route, code).Inc()
+	m.latency.WithLabelValues(method, route, code).Observe(d.Seconds())
+}
+
+func (s *Server) metricsHandler(c *gin.Context) error {
+	promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}).ServeHTTP(c.Writer, c.Request)
+	return nil
+}
