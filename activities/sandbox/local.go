@@ -1,0 +1,551 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// killGrace is how long a process group has between SIGTERM and SIGKILL.
+const killGrace = 2 * time.Second
+
+// Local is the local driver: a sandbox is <root>/sandboxes/<name>/workspace
+// with a state file beside it; snapshots are <root>/snapshots/<name>.tar.gz.
+type Local struct {
+	root string
+	// Now is the clock.
+	Now func() time.Time
+
+	mu     sync.Mutex
+	groups map[string]map[int]bool // sandbox name → running process groups
+}
+
+// NewLocal returns a local driver rooted at dir.
+func NewLocal(dir string) (*Local, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"sandboxes", "snapshots"} {
+		if err := os.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
+			return nil, fmt.Errorf("sandbox root: %w", err)
+		}
+	}
+	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}}, nil
+}
+
+func (l *Local) dir(name string) string       { return filepath.Join(l.root, "sandboxes", name) }
+func (l *Local) statePath(name string) string { return filepath.Join(l.dir(name), "state.json") }
+func (l *Local) snapshotPath(name string) string {
+	return filepath.Join(l.root, "snapshots", name+".tar.gz")
+}
+
+func (l *Local) load(name string) (Sandbox, error) {
+	if !nameRE.MatchString(name) {
+		return Sandbox{}, errorf(CodeNotFound, nil, "invalid sandbox name %q", name)
+	}
+	data, err := os.ReadFile(l.statePath(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Sandbox{}, errorf(CodeNotFound, nil, "sandbox %q does not exist", name)
+	}
+	if err != nil {
+		return Sandbox{}, errorf(CodeFileOperation, err, "read sandbox %q", name)
+	}
+	var sb Sandbox
+	if err := json.Unmarshal(data, &sb); err != nil {
+		return Sandbox{}, errorf(CodeFileOperation, err, "sandbox %q state", name)
+	}
+	return sb, nil
+}
+
+func (l *Local) save(sb Sandbox) error {
+	data, err := json.MarshalIndent(sb, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := l.statePath(sb.Name) + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return errorf(CodeFileOperation, err, "save sandbox %q", sb.Name)
+	}
+	return os.Rename(tmp, l.statePath(sb.Name))
+}
+
+// Get returns a sandbox by name.
+func (l *Local) Get(_ context.Context, name string) (Sandbox, error) { return l.load(name) }
+
+// Acquire provisions, ensures or reuses a sandbox per spec.Mode.
+func (l *Local) Acquire(ctx context.Context, spec Spec) (Sandbox, error) {
+	mode := spec.Mode
+	if mode == "" {
+		mode = "provision"
+	}
+	name := spec.Name
+	if name == "" {
+		if mode != "provision" {
+			return Sandbox{}, errorf(CodeProvisioningFailed, nil, "mode %s needs a sandbox name", mode)
+		}
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		name = "sbx-" + hex.EncodeToString(b[:])
+	}
+	if !nameRE.MatchString(name) {
+		return Sandbox{}, errorf(CodeProvisioningFailed, nil, "invalid sandbox name %q", name)
+	}
+	existing, err := l.load(name)
+	exists := err == nil
+	if err != nil && CodeOf(err) != CodeNotFound {
+		return Sandbox{}, err
+	}
+	switch mode {
+	case "provision":
+		if exists {
+			return Sandbox{}, errorf(CodeAlreadyExists, nil, "sandbox %q already exists", name)
+		}
+	case "reuse":
+		if !exists {
+			return Sandbox{}, errorf(CodeNotFound, nil, "sandbox %q does not exist (mode reuse)", name)
+		}
+		return existing, nil
+	case "ensure":
+		if exists {
+			return existing, nil
+		}
+	default:
+		return Sandbox{}, errorf(CodeProvisioningFailed, nil, "unknown sandbox mode %q", mode)
+	}
+	return l.create(ctx, name, spec)
+}
+
+func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, error) {
+	now := l.Now().UTC()
+	sb := Sandbox{Name: name, Root: filepath.Join(l.dir(name), "workspace"), State: StateRunning, Image: spec.Image,
+		Vcpus: spec.Vcpus, MemoryMB: spec.MemoryMB, InternetEnabled: spec.InternetEnabled, Env: spec.Env,
+		Lifecycle: spec.Lifecycle, CreatedAt: now, LastActiveAt: now, Created: true,
+		LimitsApplied: map[string]string{
+			"vcpus":     "recorded, not enforced: the local driver does not use cgroups",
+			"memory_mb": "recorded, not enforced: the local driver does not use cgroups",
+			"disk_gb":   "recorded, not enforced",
+			"image":     "recorded: the local driver runs on the host's root filesystem",
+		},
+	}
+	fail := func(err error) (Sandbox, error) {
+		_ = os.RemoveAll(l.dir(name))
+		if CodeOf(err) == "" {
+			err = errorf(CodeProvisioningFailed, err, "provision sandbox %q", name)
+		}
+		return Sandbox{}, err
+	}
+	if err := os.MkdirAll(sb.Root, 0o755); err != nil {
+		return fail(err)
+	}
+	if !spec.InternetEnabled {
+		if err := checkNetns(); err != nil {
+			return fail(errorf(CodeProvisioningFailed, err, "internet_enabled = false needs a network namespace, which this host cannot create"))
+		}
+		sb.LimitsApplied["internet_enabled"] = "enforced: commands run in a new network namespace (loopback only)"
+	}
+	if err := l.save(sb); err != nil {
+		return fail(err)
+	}
+	if spec.SnapshotName != "" {
+		if err := extract(l.snapshotPath(spec.SnapshotName), sb.Root); err != nil {
+			return fail(errorf(CodeProvisioningFailed, err, "restore snapshot %q", spec.SnapshotName))
+		}
+	}
+	for i, src := range spec.Sources {
+		args := []string{"clone", "--quiet"}
+		if src.Branch != "" {
+			args = append(args, "--branch", src.Branch)
+		}
+		target := src.TargetPath
+		if target == "" {
+			target = strings.TrimSuffix(filepath.Base(src.RepoURL), ".git")
+		}
+		dest, err := within(sb.Root, target)
+		if err != nil {
+			return fail(err)
+		}
+		var out bytes.Buffer
+		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: append([]string{"git"}, append(args, src.RepoURL, dest)...), Stdout: &out, Stderr: &out})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, tail(out.String()))
+		}
+		if err != nil {
+			return fail(errorf(CodeProvisioningFailed, err, "clone sources[%d] %s", i, src.RepoURL))
+		}
+	}
+	for i, sc := range spec.SetupScripts {
+		var out bytes.Buffer
+		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: []string{sc.Script}, Stdout: &out, Stderr: &out})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, tail(out.String()))
+		}
+		if err != nil {
+			label := sc.Name
+			if label == "" {
+				label = fmt.Sprintf("setup_scripts[%d]", i)
+			}
+			return fail(errorf(CodeProvisioningFailed, err, "setup script %s failed", label))
+		}
+	}
+	return sb, nil
+}
+
+func tail(s string) string {
+	if len(s) > 2000 {
+		return "…" + s[len(s)-2000:]
+	}
+	return s
+}
+
+// checkNetns tells whether this process can start a command in a new
+// network namespace.
+func checkNetns() error {
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	return cmd.Run()
+}
+
+// within resolves rel inside root and rejects paths that leave it, also
+// through symlinks.
+func within(root, rel string) (string, error) {
+	if filepath.IsAbs(rel) {
+		return "", errorf(CodeFileOperation, nil, "path %q must be relative to the sandbox workspace", rel)
+	}
+	p := filepath.Join(root, rel)
+	if p != root && !strings.HasPrefix(p, root+string(filepath.Separator)) {
+		return "", errorf(CodeFileOperation, nil, "path %q escapes the sandbox workspace", rel)
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		realRoot, _ := filepath.EvalSymlinks(root)
+		if real != realRoot && !strings.HasPrefix(real, realRoot+string(filepath.Separator)) {
+			return "", errorf(CodeFileOperation, nil, "path %q escapes the sandbox workspace through a symlink", rel)
+		}
+	}
+	return p, nil
+}
+
+func (l *Local) track(name string, pgid int, add bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if add {
+		if l.groups[name] == nil {
+			l.groups[name] = map[int]bool{}
+		}
+		l.groups[name][pgid] = true
+		return
+	}
+	delete(l.groups[name], pgid)
+}
+
+func (l *Local) signalAll(name string, sig syscall.Signal) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for pgid := range l.groups[name] {
+		_ = syscall.Kill(-pgid, sig)
+	}
+}
+
+// Exec runs a command in a sandbox and waits for its whole process group.
+func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	sb, err := l.load(req.Sandbox)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	if sb.State == StatePaused {
+		if sb.Lifecycle == nil || sb.Lifecycle.AutoResume != "on_activity" {
+			return ExecResult{}, errorf(CodeInvalidState, nil, "sandbox %q is paused (resume it, or set lifecycle.auto_resume = \"on_activity\")", sb.Name)
+		}
+		if err := l.Resume(ctx, sb.Name); err != nil {
+			return ExecResult{}, err
+		}
+	}
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return ExecResult{}, errorf(CodeCommandNotFound, nil, "empty command")
+	}
+	dir, err := within(sb.Root, req.Workdir)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return ExecResult{}, errorf(CodeFileOperation, err, "workdir %q", req.Workdir)
+	}
+	argv := req.Argv
+	if len(argv) == 1 {
+		argv = []string{"/bin/sh", "-c", argv[0]}
+	}
+	path := argv[0]
+	if !strings.Contains(path, "/") {
+		if path, err = exec.LookPath(path); err != nil {
+			return ExecResult{}, errorf(CodeCommandNotFound, err, "command %q not found", argv[0])
+		}
+	} else if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return ExecResult{}, errorf(CodeCommandNotFound, err, "command %q not found", argv[0])
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + sb.Root, "LANG=C.UTF-8", "SANDBOX_NAME=" + sb.Name, "TMPDIR=/tmp"}
+	for _, m := range []map[string]string{sb.Env, req.Env} {
+		for k, v := range m {
+			env = append(env, k+"="+v)
+		}
+	}
+
+	// Our own pipes: Wait returns when the process exits even if children
+	// still hold the pipes; we then kill the rest of the group.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return ExecResult{}, errorf(CodeExecFailed, err, "pipe")
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return ExecResult{}, errorf(CodeExecFailed, err, "pipe")
+	}
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdout: outW, Stderr: errW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	if !sb.InternetEnabled {
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		if !sb.InternetEnabled {
+			return ExecResult{}, errorf(CodeProvisioningFailed, err, "start %q in a network namespace", argv[0])
+		}
+		return ExecResult{}, errorf(CodeExecFailed, err, "start %q", argv[0])
+	}
+	outW.Close()
+	errW.Close()
+	pgid := cmd.Process.Pid
+	l.track(sb.Name, pgid, true)
+	defer l.track(sb.Name, pgid, false)
+
+	var (
+		copies sync.WaitGroup
+		wmu    sync.Mutex // stdout and stderr may share a writer
+	)
+	copyTo := func(w io.Writer, r *os.File) {
+		defer copies.Done()
+		defer r.Close()
+		if w == nil {
+			w = io.Discard
+		}
+		_, _ = io.Copy(lockedWriter{&wmu, w}, r)
+	}
+	copies.Add(2)
+	go copyTo(req.Stdout, outR)
+	go copyTo(req.Stderr, errR)
+
+	waitc := make(chan error, 1)
+	go func() { waitc <- cmd.Wait() }()
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	res := ExecResult{}
+	var waitErr error
+	select {
+	case waitErr = <-waitc:
+	case <-ctx.Done():
+		waitErr = killGroup(pgid, waitc)
+		res.Signaled = true
+	case <-timeout:
+		waitErr = killGroup(pgid, waitc)
+		res.TimedOut = true
+	}
+	// Whatever the main process left behind in its group goes too.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	copies.Wait()
+	res.Duration = time.Since(start)
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil:
+	case errors.As(waitErr, &ee):
+		res.ExitCode = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signaled = true
+			res.ExitCode = 128 + int(ws.Signal())
+		}
+	default:
+		return res, errorf(CodeExecFailed, waitErr, "wait for %q", argv[0])
+	}
+	sb.LastActiveAt = l.Now().UTC()
+	if cur, err := l.load(sb.Name); err == nil {
+		cur.LastActiveAt = sb.LastActiveAt
+		_ = l.save(cur)
+	}
+	if ctx.Err() != nil && res.Signaled {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// killGroup stops a process group: SIGTERM, then SIGKILL after killGrace.
+func killGroup(pgid int, waitc <-chan error) error {
+	_ = syscall.Kill(-pgid, syscall.SIGCONT) // a stopped group cannot act on SIGTERM
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case err := <-waitc:
+		return err
+	case <-time.After(killGrace):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		return <-waitc
+	}
+}
+
+// Snapshot archives the workspace as a compressed tarball.
+func (l *Local) Snapshot(_ context.Context, name, snapshot string) (SnapshotInfo, error) {
+	sb, err := l.load(name)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	if !nameRE.MatchString(snapshot) {
+		return SnapshotInfo{}, errorf(CodeFileOperation, nil, "invalid snapshot name %q", snapshot)
+	}
+	path := l.snapshotPath(snapshot)
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return SnapshotInfo{}, errorf(CodeFileOperation, err, "snapshot %q", snapshot)
+	}
+	gz := gzip.NewWriter(f)
+	tw := tar.NewWriter(gz)
+	err = tw.AddFS(os.DirFS(sb.Root))
+	if err == nil {
+		err = tw.Close()
+	}
+	if err == nil {
+		err = gz.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return SnapshotInfo{}, errorf(CodeFileOperation, err, "snapshot %q", snapshot)
+	}
+	st, _ := os.Stat(path)
+	return SnapshotInfo{Name: snapshot, Path: path, Size: st.Size()}, nil
+}
+
+func extract(archive, dest string) error {
+	f, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		target, err := within(dest, h.Name)
+		if err != nil {
+			return err
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode)&0o777)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(out, tr)
+			out.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Pause stops every process of the sandbox (SIGSTOP to its groups) and
+// marks it paused.
+func (l *Local) Pause(_ context.Context, name string) error {
+	sb, err := l.load(name)
+	if err != nil {
+		return err
+	}
+	l.signalAll(name, syscall.SIGSTOP)
+	sb.State = StatePaused
+	return l.save(sb)
+}
+
+// Resume continues a paused sandbox's processes.
+func (l *Local) Resume(_ context.Context, name string) error {
+	sb, err := l.load(name)
+	if err != nil {
+		return err
+	}
+	l.signalAll(name, syscall.SIGCONT)
+	sb.State = StateRunning
+	sb.LastActiveAt = l.Now().UTC()
+	return l.save(sb)
+}
+
+// Delete kills the sandbox's processes and removes it.
+func (l *Local) Delete(_ context.Context, name string) error {
+	if _, err := l.load(name); err != nil {
+		return err
+	}
+	l.signalAll(name, syscall.SIGCONT)
+	l.signalAll(name, syscall.SIGKILL)
+	if err := os.RemoveAll(l.dir(name)); err != nil {
+		return errorf(CodeFileOperation, err, "delete sandbox %q", name)
+	}
+	return nil
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

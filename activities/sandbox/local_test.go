@@ -1,0 +1,288 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/linefactory/linefactory/manifests"
+)
+
+func newLocal(t *testing.T) *Local {
+	t.Helper()
+	l, err := NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func acquire(t *testing.T, l *Local, spec Spec) Sandbox {
+	t.Helper()
+	if spec.Mode == "" {
+		spec.Mode = "provision"
+	}
+	spec.InternetEnabled = spec.InternetEnabled || spec.Mode == "provision" && spec.Name == ""
+	sb, err := l.Acquire(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+func TestModes(t *testing.T) {
+	l := newLocal(t)
+	ctx := context.Background()
+	if _, err := l.Acquire(ctx, Spec{Mode: "reuse", Name: "ws"}); CodeOf(err) != CodeNotFound {
+		t.Fatalf("reuse of a missing sandbox: %v, want %s", err, CodeNotFound)
+	}
+	first, err := l.Acquire(ctx, Spec{Mode: "ensure", Name: "ws", InternetEnabled: true})
+	if err != nil || !first.Created {
+		t.Fatalf("ensure creates: %+v %v", first, err)
+	}
+	again, err := l.Acquire(ctx, Spec{Mode: "ensure", Name: "ws", InternetEnabled: true})
+	if err != nil || again.Created || again.Root != first.Root {
+		t.Fatalf("ensure reuses: %+v %v", again, err)
+	}
+	if _, err := l.Acquire(ctx, Spec{Mode: "provision", Name: "ws", InternetEnabled: true}); CodeOf(err) != CodeAlreadyExists {
+		t.Fatalf("provision of an existing name: %v", err)
+	}
+	if _, err := l.Acquire(ctx, Spec{Mode: "reuse", Name: "ws"}); err != nil {
+		t.Fatal(err)
+	}
+	gen := acquire(t, l, Spec{})
+	if !strings.HasPrefix(gen.Name, "sbx-") {
+		t.Fatalf("generated name %q", gen.Name)
+	}
+}
+
+func TestExecResultsAndEnv(t *testing.T) {
+	l := newLocal(t)
+	sb := acquire(t, l, Spec{Env: map[string]string{"GREETING": "hi"}, InternetEnabled: true})
+	var out, errOut bytes.Buffer
+	res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"echo $GREETING $EXTRA; echo oops >&2; exit 3"},
+		Env: map[string]string{"EXTRA": "there"}, Stdout: &out, Stderr: &errOut, Workdir: "sub/dir"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 3 || out.String() != "hi there\n" || errOut.String() != "oops\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, out.String(), errOut.String())
+	}
+	if _, err := os.Stat(filepath.Join(sb.Root, "sub/dir")); err != nil {
+		t.Fatalf("workdir not created: %v", err)
+	}
+	if _, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"no-such-command-xyz", "a"}}); CodeOf(err) != CodeCommandNotFound {
+		t.Fatalf("missing command: %v", err)
+	}
+	for _, wd := range []string{"../../etc", "/etc"} {
+		if _, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"true"}, Workdir: wd}); CodeOf(err) != CodeFileOperation {
+			t.Fatalf("workdir %q: %v, want %s", wd, err, CodeFileOperation)
+		}
+	}
+	if err := os.Symlink("/etc", filepath.Join(sb.Root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"true"}, Workdir: "link"}); CodeOf(err) != CodeFileOperation {
+		t.Fatalf("workdir through a symlink out: %v", err)
+	}
+}
+
+// groupGone tells whether no live process is left in a process group
+// (zombies waiting for a reaper do not count), polling for up to 5s.
+func groupGone(pgid int) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) || !liveInGroup(pgid) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func liveInGroup(pgid int) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...
+		rest := string(data[bytes.LastIndexByte(data, ')')+2:])
+		f := strings.Fields(rest)
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCancelKillsWholeGroup(t *testing.T) {
+	l := newLocal(t)
+	sb := acquire(t, l, Spec{InternetEnabled: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	pidFile := filepath.Join(sb.Root, "pid")
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Exec(ctx, ExecRequest{Sandbox: sb.Name, Argv: []string{"sleep 600 & echo $$ > pid; sleep 600; wait"}})
+		done <- err
+	}()
+	pgid := waitPid(t, pidFile)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exec did not return after cancel")
+	}
+	if !groupGone(pgid) {
+		t.Fatalf("process group %d survived the cancel", pgid)
+	}
+}
+
+func TestTimeoutAndLeftoversKilled(t *testing.T) {
+	l := newLocal(t)
+	sb := acquire(t, l, Spec{InternetEnabled: true})
+	res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"sleep 600"}, Timeout: 200 * time.Millisecond})
+	if err != nil || !res.TimedOut {
+		t.Fatalf("timeout: %+v %v", res, err)
+	}
+	// A background child of a command that exits is killed with its group.
+	if _, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"sleep 600 & echo $$ > pid2"}}); err != nil {
+		t.Fatal(err)
+	}
+	pgid := waitPid(t, filepath.Join(sb.Root, "pid2"))
+	if !groupGone(pgid) {
+		t.Fatalf("background child of group %d survived its step", pgid)
+	}
+}
+
+func waitPid(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		data, err := os.ReadFile(path)
+		if err == nil && len(bytes.TrimSpace(data)) > 0 {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(data)))
+			if err == nil {
+				return n
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no pid in %s", path)
+	return 0
+}
+
+func TestInternetDisabledUsesNetworkNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPING: network namespaces need root")
+	}
+	l := newLocal(t)
+	sb := acquire(t, l, Spec{Mode: "provision", Name: "offline", InternetEnabled: false})
+	var out bytes.Buffer
+	if _, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"cat", "/proc/net/dev"}, Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	var ifaces []string
+	for _, line := range strings.Split(out.String(), "\n")[2:] {
+		if name, _, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			ifaces = append(ifaces, name)
+		}
+	}
+	if len(ifaces) != 1 || ifaces[0] != "lo" {
+		t.Fatalf("interfaces in the sandbox: %v, want only lo", ifaces)
+	}
+}
+
+func TestSetupSnapshotRestorePauseDelete(t *testing.T) {
+	l := newLocal(t)
+	ctx := context.Background()
+	sb := acquire(t, l, Spec{Mode: "provision", Name: "src", InternetEnabled: true,
+		SetupScripts: []manifests.SetupScript{{Name: "layout", Script: "mkdir -p data && echo v1 > data/file"}}})
+	if _, err := l.Snapshot(ctx, sb.Name, "snap1"); err != nil {
+		t.Fatal(err)
+	}
+	restored := acquire(t, l, Spec{Mode: "provision", Name: "copy", SnapshotName: "snap1", InternetEnabled: true})
+	if data, err := os.ReadFile(filepath.Join(restored.Root, "data/file")); err != nil || string(data) != "v1\n" {
+		t.Fatalf("restored file: %q %v", data, err)
+	}
+	if _, err := l.Acquire(ctx, Spec{Mode: "provision", Name: "bad", InternetEnabled: true,
+		SetupScripts: []manifests.SetupScript{{Script: "exit 7"}}}); CodeOf(err) != CodeProvisioningFailed {
+		t.Fatalf("failing setup script: %v", err)
+	}
+	if _, err := l.Get(ctx, "bad"); CodeOf(err) != CodeNotFound {
+		t.Fatal("a failed provision left its sandbox behind")
+	}
+	if err := l.Pause(ctx, "copy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Exec(ctx, ExecRequest{Sandbox: "copy", Argv: []string{"true"}}); CodeOf(err) != CodeInvalidState {
+		t.Fatalf("exec in a paused sandbox: %v", err)
+	}
+	if err := l.Resume(ctx, "copy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Exec(ctx, ExecRequest{Sandbox: "copy", Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Delete(ctx, "copy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(restored.Root); !os.IsNotExist(err) {
+		t.Fatal("deleted sandbox still on disk")
+	}
+}
+
+func TestPauseStopsRunningProcesses(t *testing.T) {
+	l := newLocal(t)
+	ctx := context.Background()
+	sb := acquire(t, l, Spec{Mode: "provision", Name: "busy", InternetEnabled: true, Lifecycle: &manifests.Lifecycle{AutoResume: "on_activity"}})
+	counter := filepath.Join(sb.Root, "n")
+	stepCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	defer func() { cancel(); <-done }()
+	go func() {
+		defer close(done)
+		_, _ = l.Exec(stepCtx, ExecRequest{Sandbox: sb.Name, Argv: []string{"i=0; while true; do i=$((i+1)); echo $i > n; sleep 0.02; done"}})
+	}()
+	waitPid(t, counter)
+	if err := l.Pause(ctx, sb.Name); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // let a stop take effect before sampling
+	a, _ := os.ReadFile(counter)
+	time.Sleep(300 * time.Millisecond)
+	b, _ := os.ReadFile(counter)
+	if string(a) != string(b) {
+		t.Fatalf("counter moved while paused: %q -> %q", a, b)
+	}
+	if err := l.Resume(ctx, sb.Name); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, _ := os.ReadFile(counter)
+		if string(c) != string(b) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("counter did not move after resume")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

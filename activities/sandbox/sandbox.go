@@ -1,0 +1,145 @@
+// Package sandbox is where steps run: a Driver interface and the local
+// driver, which gives each sandbox a workspace directory on this machine.
+//
+// Invariants:
+//   - Paths never escape a sandbox's workspace: workdirs are resolved (with
+//     symlinks) and rejected if they leave it.
+//   - Every command runs in its own process group; cancellation, timeout,
+//     pause and delete act on the whole group, and Exec returns only when the
+//     group is gone, so no orphan outlives its step.
+//   - internet_enabled = false runs commands in a fresh network namespace,
+//     or fails with SANDBOX_PROVISIONING_FAILED: it is never silently ignored.
+//   - A non-zero exit is a result (ExecResult.ExitCode), not an error; an
+//     error means the command could not be run or the sandbox failed.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/linefactory/linefactory/manifests"
+)
+
+// Error codes (SPEC "Errors").
+const (
+	CodeNotFound           = "SANDBOX_NOT_FOUND"
+	CodeAlreadyExists      = "SANDBOX_ALREADY_EXISTS"
+	CodeInvalidState       = "SANDBOX_INVALID_STATE"
+	CodeProvisioningFailed = "SANDBOX_PROVISIONING_FAILED"
+	CodeCommandNotFound    = "COMMAND_NOT_FOUND"
+	CodeFileOperation      = "FILE_OPERATION_ERROR"
+	CodeExecFailed         = "EXEC_FAILED"
+)
+
+// Error is a sandbox failure with its code.
+type Error struct {
+	Code string
+	Msg  string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func errorf(code string, err error, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// CodeOf returns the code of a sandbox *Error in err's chain, or "".
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// States of a sandbox.
+const (
+	StateRunning = "running"
+	StatePaused  = "paused"
+)
+
+// Spec is what a task asks of its sandbox; templates are already rendered.
+type Spec struct {
+	Mode            string // provision, ensure, reuse
+	Name            string // empty for provision: a name is generated
+	Image           string
+	Vcpus           int
+	MemoryMB        int
+	DiskGB          int
+	InternetEnabled bool
+	Env             map[string]string
+	Sources         []manifests.GitSource
+	SetupScripts    []manifests.SetupScript
+	SnapshotName    string
+	Lifecycle       *manifests.Lifecycle
+	RunID           string
+}
+
+// Sandbox describes a sandbox.
+type Sandbox struct {
+	Name            string               `json:"name"`
+	Root            string               `json:"root"` // the workspace directory
+	State           string               `json:"state"`
+	Image           string               `json:"image"`
+	Vcpus           int                  `json:"vcpus"`
+	MemoryMB        int                  `json:"memory_mb"`
+	InternetEnabled bool                 `json:"internet_enabled"`
+	Env             map[string]string    `json:"env"`
+	Lifecycle       *manifests.Lifecycle `json:"lifecycle,omitempty"`
+	CreatedAt       time.Time            `json:"created_at"`
+	LastActiveAt    time.Time            `json:"last_active_at"`
+	// LimitsApplied says which resource limits are enforced and why not.
+	LimitsApplied map[string]string `json:"limits_applied"`
+	// Created is true when Acquire made it (false when it reused one).
+	Created bool `json:"-"`
+}
+
+// ExecRequest runs one command in a sandbox.
+type ExecRequest struct {
+	Sandbox string
+	// Argv is the command: one element is run by `sh -c`; several are an
+	// argument list whose first element is looked up in PATH.
+	Argv    []string
+	Workdir string // relative to the workspace
+	Env     map[string]string
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Timeout time.Duration // 0 = none
+}
+
+// ExecResult is the outcome of a command.
+type ExecResult struct {
+	ExitCode int
+	TimedOut bool
+	Signaled bool
+	Duration time.Duration
+}
+
+// SnapshotInfo describes a stored snapshot.
+type SnapshotInfo struct {
+	Name string
+	Path string
+	Size int64
+}
+
+// Driver manages sandboxes.
+type Driver interface {
+	Acquire(ctx context.Context, spec Spec) (Sandbox, error)
+	Get(ctx context.Context, name string) (Sandbox, error)
+	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+	Snapshot(ctx context.Context, name, snapshot string) (SnapshotInfo, error)
+	Pause(ctx context.Context, name string) error
+	Resume(ctx context.Context, name string) error
+	Delete(ctx context.Context, name string) error
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// config is factoryd's configuration, read once from flags and environment
+// variables (flags win). Every variable:
+//
+//	FACTORY_HTTP_ADDR        --addr          API listen address (127.0.0.1:8080)
+//	FACTORY_DATA_DIR         --data-dir      data directory: SQLite store, embedded Temporal, sandboxes (./.factory)
+//	FACTORY_DATABASE_URL     --database-url  store DSN: postgres://… or a SQLite path (<data-dir>/factory.db)
+//	FACTORY_BOOTSTRAP_TOKEN                  a token seeded at start with scope admin (name "bootstrap")
+//	FACTORY_ROLES            --roles         api,worker (both); "api" or "worker" alone to scale them apart
+//	FACTORY_MAX_BODY_BYTES   --max-body-bytes  request body limit (4194304)
+//	FACTORY_LOG_LEVEL        --log-level     debug, info, warn, error (info)
+//	TEMPORAL_ADDRESS         --temporal-address  an existing Temporal frontend; unset = embedded server
+//	TEMPORAL_NAMESPACE       --temporal-namespace  Temporal namespace (default)
+//	FACTORY_TEMPORAL_UI_ADDR --temporal-ui-addr  embedded Web UI address (127.0.0.1:8233; "off" disables)
+//	FACTORY_TEMPORAL_PORT    --temporal-port embedded frontend gRPC port (7233)
+type config struct {
+	HTTPAddr          string
+	DataDir           string
+	DatabaseURL       string
+	BootstrapToken    string
+	Roles             map[string]bool
+	MaxBodyBytes      int64
+	LogLevel          slog.Level
+	TemporalAddress   string
+	TemporalNamespace string
+	TemporalUIAddr    string
+	TemporalPort      int
+}
+
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// loadConfig reads flags from args over the environment.
+func loadConfig(name string, args []string) (config, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	var (
+		c        config
+		roles    string
+		maxBody  string
+		logLevel string
+		port     string
+	)
+	fs.StringVar(&c.HTTPAddr, "addr", env("FACTORY_HTTP_ADDR", "127.0.0.1:8080"), "API listen address (FACTORY_HTTP_ADDR)")
+	fs.StringVar(&c.DataDir, "data-dir", env("FACTORY_DATA_DIR", ".factory"), "data directory (FACTORY_DATA_DIR)")
+	fs.StringVar(&c.DatabaseURL, "database-url", env("FACTORY_DATABASE_URL", ""), "store DSN (FACTORY_DATABASE_URL; default <data-dir>/factory.db)")
+	fs.StringVar(&roles, "roles", env("FACTORY_ROLES", "api,worker"), "roles to run: api, worker (FACTORY_ROLES)")
+	fs.StringVar(&maxBody, "max-body-bytes", env("FACTORY_MAX_BODY_BYTES", "4194304"), "request body limit (FACTORY_MAX_BODY_BYTES)")
+	fs.StringVar(&logLevel, "log-level", env("FACTORY_LOG_LEVEL", "info"), "log level (FACTORY_LOG_LEVEL)")
+	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "existing Temporal frontend host:port (TEMPORAL_ADDRESS); empty starts an embedded server")
+	fs.StringVar(&c.TemporalNamespace, "temporal-namespace", env("TEMPORAL_NAMESPACE", "default"), "Temporal namespace (TEMPORAL_NAMESPACE)")
+	fs.StringVar(&c.TemporalUIAddr, "temporal-ui-addr", env("FACTORY_TEMPORAL_UI_ADDR", "127.0.0.1:8233"), "embedded Temporal Web UI address, or off (FACTORY_TEMPORAL_UI_ADDR)")
+	fs.StringVar(&port, "temporal-port", env("FACTORY_TEMPORAL_PORT", "7233"), "embedded Temporal frontend port (FACTORY_TEMPORAL_PORT)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	c.BootstrapToken = os.Getenv("FACTORY_BOOTSTRAP_TOKEN")
+	c.Roles = map[string]bool{}
+	for _, r := range strings.Split(roles, ",") {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		if r != "api" && r != "worker" {
+			return c, fmt.Errorf("--roles: unknown role %q (api, worker)", r)
+		}
+		c.Roles[r] = true
+	}
+	if len(c.Roles) == 0 {
+		return c, fmt.Errorf("--roles: at least one of api, worker")
+	}
+	n, err := strconv.ParseInt(maxBody, 10, 64)
+	if err != nil || n <= 0 {
+		return c, fmt.Errorf("--max-body-bytes: %q is not a positive integer", maxBody)
+	}
+	c.MaxBodyBytes = n
+	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return c, fmt.Errorf("--log-level: %v", err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p > 65535 {
+		return c, fmt.Errorf("--temporal-port: %q is not a port", port)
+	}
+	c.TemporalPort = p
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = filepath.Join(c.DataDir, "factory.db")
+	}
+	return c, nil
+}

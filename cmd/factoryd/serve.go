@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/linefactory/linefactory/api"
+	"github.com/linefactory/linefactory/store"
+)
+
+// runServe implements `factoryd serve`.
+func runServe(args []string) int {
+	cfg, err := loadConfig("serve", args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "factoryd serve: %v\n", err)
+		return 2
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, cfg, logger, nil); err != nil {
+		logger.Error("factoryd stopped", slog.String("error", err.Error()))
+		return 1
+	}
+	return 0
+}
+
+// serve runs the configured roles until ctx is done, then shuts down
+// gracefully: in-flight requests finish. ready, if not nil, receives the API
+// address once it listens.
+func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- string) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := seedBootstrapToken(ctx, st, cfg.BootstrapToken); err != nil {
+		return fmt.Errorf("bootstrap token: %w", err)
+	}
+
+	rt, err := startRuntime(ctx, cfg, st, logger)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+
+	if !cfg.Roles["api"] {
+		logger.Info("worker running", slog.Any("roles", cfg.Roles))
+		<-ctx.Done()
+		return nil
+	}
+	srv := api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, ReadyChecks: rt.ReadyChecks()}, st)
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- httpSrv.Serve(ln) }()
+	addr := ln.Addr().String()
+	logger.Info("API listening", slog.String("addr", "http://"+addr), slog.String("store", redact(cfg.DatabaseURL)))
+	if ready != nil {
+		ready <- addr
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: waiting for in-flight requests")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// redact hides a password in a DSN for logs.
+func redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return u.String()
+		}
+	}
+	return dsn
+}

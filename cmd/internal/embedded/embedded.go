@@ -1,0 +1,332 @@
+// Package embedded runs a Temporal server and its Web UI inside the factoryd
+// process, persisted in a SQLite file of the data directory.
+//
+// Invariants:
+//   - One process per data directory: Start takes an exclusive file lock
+//     (<data-dir>/temporal.lock) and fails clearly when another holds it.
+//   - Everything listens on loopback only. The frontend uses the configured
+//     port; the other services take free ports.
+//   - The database (<data-dir>/temporal.db, WAL, one connection, one history
+//     shard) persists across restarts, so workflows survive them.
+//   - This is the only package that links go.temporal.io/server.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+	uioptions "github.com/temporalio/ui-server/v2/server/server_options"
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/cluster"
+	tconfig "go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/log"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Config configures the embedded server.
+type Config struct {
+	// DataDir holds temporal.db and temporal.lock.
+	DataDir string
+	// Namespace is created at start if missing; default "default".
+	Namespace string
+	// FrontendPort is the gRPC port on 127.0.0.1; 0 picks a free one.
+	FrontendPort int
+	// UIAddr is the Web UI address (host:port); "" or "off" disables it.
+	UIAddr string
+	// LogLevel is the server's own log level (JSON on stderr); default
+	// "error": a healthy single node has little to say worth reading.
+	LogLevel string
+}
+
+// Server is a running embedded Temporal server.
+type Server struct {
+	srv       temporal.Server
+	ui        *uiserver.Server
+	lock      *os.File
+	frontend  string
+	uiURL     string
+	namespace string
+}
+
+// FrontendAddr is the host:port SDK clients dial.
+func (s *Server) FrontendAddr() string { return s.frontend }
+
+// UIURL is the Web UI's address, or "" when it is disabled.
+func (s *Server) UIURL() string { return s.uiURL }
+
+// Namespace is the namespace created at start.
+func (s *Server) Namespace() string { return s.namespace }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// dynamicConfig tunes a single node for latency (see DESIGN.md, measured
+// here: a regular activity round trip drops from ~51 ms to ~5 ms).
+func dynamicConfig() dynamicconfig.StaticClient {
+	v := func(x any) []dynamicconfig.ConstrainedValue { return []dynamicconfig.ConstrainedValue{{Value: x}} }
+	return dynamicconfig.StaticClient{
+		"history.transferProcessorMaxPollRPS":                 v(1000),
+		"matching.numTaskqueueReadPartitions":                 v(1),
+		"matching.numTaskqueueWritePartitions":                v(1),
+		"history.longPollExpirationInterval":                  v(2 * time.Second),
+		"system.forceSearchAttributesCacheRefreshOnRead":      v(true),
+		"frontend.enableUpdateWorkflowExecution":              v(true),
+		"frontend.enableUpdateWorkflowExecutionAsyncAccepted": v(true),
+		"frontend.workerVersioningDataAPIs":                   v(false),
+	}
+}
+
+// Start starts the server (and the UI) and returns once the frontend
+// accepts connections.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "error"
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("embedded temporal: %w", err)
+	}
+	lockPath := filepath.Join(cfg.DataDir, "temporal.lock")
+	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("embedded temporal: lock: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("embedded temporal: data dir %s is in use by another factoryd (lock %s held)", cfg.DataDir, lockPath)
+	}
+	s := &Server{lock: lock, namespace: cfg.Namespace}
+	ok := false
+	defer func() {
+		if !ok {
+			s.release()
+		}
+	}()
+
+	port := cfg.FrontendPort
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	s.frontend = "127.0.0.1:" + strconv.Itoa(port)
+	dbPath := filepath.Join(cfg.DataDir, "temporal.db")
+	sqlCfg := &tconfig.SQL{
+		PluginName:   sqliteplugin.PluginName,
+		DatabaseName: dbPath,
+		ConnectAttributes: map[string]string{
+			"mode": "rwc", "_journal_mode": "wal", "_synchronous": "1",
+		},
+		MaxConns:     1,
+		MaxIdleConns: 1,
+	}
+	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+		if err := sqlite.SetupSchema(sqlCfg); err != nil {
+			return nil, fmt.Errorf("embedded temporal: set up schema: %w", err)
+		}
+	}
+	ns, err := sqlite.NewNamespaceConfig("active", cfg.Namespace, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("embedded temporal: namespace: %w", err)
+	}
+	ns.Detail.Config.Retention = durationpb.New(72 * time.Hour)
+	if err := sqlite.CreateNamespaces(sqlCfg, ns); err != nil {
+		return nil, fmt.Errorf("embedded temporal: create namespace: %w", err)
+	}
+
+	svc := func(grpcPort int) (tconfig.Service, error) {
+		if grpcPort == 0 {
+			p, err := freePort()
+			if err != nil {
+				return tconfig.Service{}, err
+			}
+			grpcPort = p
+		}
+		mp, err := freePort()
+		if err != nil {
+			return tconfig.Service{}, err
+		}
+		return tconfig.Service{RPC: tconfig.RPC{GRPCPort: grpcPort, MembershipPort: mp, BindOnIP: "127.0.0.1"}}, nil
+	}
+	services := map[string]tconfig.Service{}
+	for name, p := range map[string]int{"frontend": port, "history": 0, "matching": 0, "worker": 0} {
+		sv, err := svc(p)
+		if err != nil {
+			return nil, err
+		}
+		services[name] = sv
+	}
+	conf := &tconfig.Config{
+		Global: tconfig.Global{
+			Membership: tconfig.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: "127.0.0.1"},
+		},
+		Persistence: tconfig.Persistence{
+			DefaultStore:     sqliteplugin.PluginName,
+			VisibilityStore:  sqliteplugin.PluginName,
+			NumHistoryShards: 1,
+			DataStores:       map[string]tconfig.DataStore{sqliteplugin.PluginName: {SQL: sqlCfg}},
+		},
+		ClusterMetadata: &cluster.Config{
+			EnableGlobalNamespace:    false,
+			FailoverVersionIncrement: 10,
+			MasterClusterName:        "active",
+			CurrentClusterName:       "active",
+			ClusterInformation: map[string]cluster.ClusterInformation{
+				"active": {Enabled: true, InitialFailoverVersion: 1, RPCAddress: s.frontend},
+			},
+		},
+		DCRedirectionPolicy: tconfig.DCRedirectionPolicy{Policy: "noop"},
+		Services:            services,
+		Archival: tconfig.Archival{
+			History:    tconfig.HistoryArchival{State: "disabled"},
+			Visibility: tconfig.VisibilityArchival{State: "disabled"},
+		},
+		PublicClient: tconfig.PublicClient{HostPort: s.frontend},
+		NamespaceDefaults: tconfig.NamespaceDefaults{Archival: tconfig.ArchivalNamespaceDefaults{
+			History:    tconfig.HistoryArchivalNamespaceDefaults{State: "disabled"},
+			Visibility: tconfig.VisibilityArchivalNamespaceDefaults{State: "disabled"},
+		}},
+	}
+	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: cfg.LogLevel, Format: "json"}))
+	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
+	if err != nil {
+		return nil, err
+	}
+	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(conf),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithLogger(logger),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*tconfig.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithDynamicConfigClient(dynamicConfig()),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("embedded temporal: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("embedded temporal: start: %w", err)
+	}
+	s.srv = srv
+	if err := waitTCP(ctx, s.frontend, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("embedded temporal: frontend: %w", err)
+	}
+	if cfg.UIAddr != "" && cfg.UIAddr != "off" {
+		if err := s.startUI(cfg.UIAddr, cfg.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return s, nil
+}
+
+type uiConfig struct{ cfg *uiconfig.Config }
+
+func (p uiConfig) GetConfig() (*uiconfig.Config, error) { return p.cfg, nil }
+
+func (s *Server) startUI(addr, namespace string) error {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("temporal UI address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("temporal UI address %q: %w", addr, err)
+	}
+	// The UI server exits the process when it cannot listen: check first.
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("temporal UI: %w", err)
+	}
+	l.Close()
+	cfg := &uiconfig.Config{
+		TemporalGRPCAddress: s.frontend,
+		Host:                host,
+		Port:                port,
+		EnableUI:            true,
+		DefaultNamespace:    namespace,
+		DisableNewsFetch:    true,
+		HideLogs:            true,
+		CORS:                uiconfig.CORS{CookieInsecure: true},
+	}
+	s.ui = uiserver.NewServer(uioptions.WithConfigProvider(uiConfig{cfg}))
+	go func() { _ = s.ui.Start() }()
+	s.uiURL = "http://" + addr
+	return waitHTTP(s.uiURL, 15*time.Second)
+}
+
+func waitTCP(ctx context.Context, addr string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s did not accept connections: %w", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func waitHTTP(url string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("temporal UI at %s did not answer: %w", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop stops the UI and the server and releases the data directory.
+func (s *Server) Stop() error {
+	if s.ui != nil {
+		s.ui.Stop()
+	}
+	var err error
+	if s.srv != nil {
+		err = s.srv.Stop()
+	}
+	s.release()
+	return err
+}
+
+func (s *Server) release() {
+	if s.lock != nil {
+		_ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
+		_ = s.lock.Close()
+		s.lock = nil
+	}
+}
