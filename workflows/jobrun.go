@@ -1,0 +1,250 @@
+// Package workflows holds Linefactory's Temporal workflows: deterministic
+// orchestration only (no I/O, no time.Now, no native goroutines, no reliance
+// on map order). Every side effect is an activity of package activities.
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/manifests"
+)
+
+// TaskQueue is the task queue of every Linefactory workflow and activity.
+const TaskQueue = "linefactory"
+
+// JobRunWorkflowName is the registered name of JobRunWorkflow (a wire
+// contract: rename only with a plan).
+const JobRunWorkflowName = "JobRun"
+
+// JobRunWorkflowID is the workflow ID of a job run.
+func JobRunWorkflowID(runID string) string { return "jobrun/" + runID }
+
+// JobRunInput starts a job run: the job version's manifest snapshot and the
+// params, already validated with defaults applied.
+type JobRunInput struct {
+	RunID        string
+	JobName      string
+	JobVersionID string
+	Manifest     manifests.JobManifest
+	Params       map[string]any
+}
+
+// JobRunResult is how a job run ended.
+type JobRunResult = activities.FinishRunResult
+
+// defaultStepTimeout bounds a step that sets no timeout of its own.
+const defaultStepTimeout = 24 * time.Hour
+
+var a *activities.Activities
+
+// taskOutcome is what running one task produced.
+type taskOutcome struct {
+	failed  bool
+	failure activities.RunStepResult
+	writes  []manifests.OutputWrite
+	sandbox activities.AcquireSandboxResult
+	cost    float64
+}
+
+// JobRunWorkflow runs a job's tasks (in order, or in parallel up to
+// concurrency with fanout), each step an activity, then publishes the
+// reduced outputs. It records everything in the run record as it goes.
+func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) {
+	m := in.Manifest
+	manifests.NormalizeJob(&m)
+	params := map[string]any{manifests.ReservedRunID: in.RunID}
+	for k, v := range in.Params {
+		params[k] = v
+	}
+	book := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 10},
+	})
+	finish := func(fin activities.FinishRunInput) (JobRunResult, error) {
+		dctx, _ := workflow.NewDisconnectedContext(book)
+		fin.RunID, fin.Manifest = in.RunID, m
+		var res JobRunResult
+		err := workflow.ExecuteActivity(dctx, a.FinishRun, fin).Get(dctx, &res)
+		return res, err
+	}
+	if err := workflow.ExecuteActivity(book, a.StartRun, activities.StartRunInput{RunID: in.RunID, Manifest: m}).Get(book, nil); err != nil {
+		return JobRunResult{}, err
+	}
+	if msg := unsupported(m); msg != "" {
+		return finish(activities.FinishRunInput{Status: activities.StatusFailed, ErrorCode: "RUN_AGENT_UNSUPPORTED", ErrorMessage: msg, FailureClass: "config"})
+	}
+
+	runCtx, cancelRun := workflow.WithCancel(ctx)
+	timedOut := false
+	if m.Run.Timeout != "" {
+		if d, err := manifests.ParseDuration(m.Run.Timeout); err == nil {
+			workflow.Go(runCtx, func(gctx workflow.Context) {
+				if workflow.NewTimer(gctx, d).Get(gctx, nil) == nil {
+					timedOut = true
+					cancelRun()
+				}
+			})
+		}
+	}
+
+	claims := manifests.Claims(&m)
+	outcomes := make([]taskOutcome, len(m.Run.Tasks))
+	failFast := *m.Run.FailFast
+	anyFailed := false
+	runTask := func(tctx workflow.Context, i int) {
+		outcomes[i] = runTask(tctx, in, &m, i, params, claims[m.Run.Tasks[i].Name])
+		if outcomes[i].failed {
+			anyFailed = true
+			if failFast {
+				cancelRun()
+			}
+		}
+	}
+	if *m.Run.Fanout {
+		limit := *m.Run.Concurrency
+		running := 0
+		done := workflow.NewBufferedChannel(ctx, len(m.Run.Tasks))
+		for i := range m.Run.Tasks {
+			if running >= limit {
+				done.Receive(ctx, nil)
+				running--
+			}
+			if runCtx.Err() != nil {
+				break
+			}
+			running++
+			i := i
+			workflow.Go(runCtx, func(gctx workflow.Context) {
+				runTask(gctx, i)
+				done.Send(gctx, struct{}{})
+			})
+		}
+		for ; running > 0; running-- {
+			done.Receive(ctx, nil)
+		}
+	} else {
+		for i := range m.Run.Tasks {
+			if runCtx.Err() != nil {
+				break
+			}
+			runTask(runCtx, i)
+		}
+	}
+
+	fin := activities.FinishRunInput{Status: activities.StatusSucceeded}
+	for _, o := range outcomes {
+		fin.Writes = append(fin.Writes, o.writes...)
+		fin.ComputeCostCents += o.cost
+		if o.sandbox.Name != "" && o.sandbox.Created {
+			fin.Sandboxes = append(fin.Sandboxes, o.sandbox.Name)
+		}
+	}
+	switch {
+	case ctx.Err() != nil: // the run was stopped
+		fin.Status, fin.ErrorCode, fin.FailureClass = activities.StatusCancelled, "CANCELLED", "user"
+		fin.ErrorMessage = "the run was stopped"
+	case timedOut:
+		fin.Status, fin.ErrorCode, fin.FailureClass = activities.StatusTimedOut, "TIMEOUT", "config"
+		fin.ErrorMessage = fmt.Sprintf("the run exceeded run.timeout %s", m.Run.Timeout)
+	case anyFailed:
+		fin.Status = activities.StatusFailed
+		for _, o := range outcomes {
+			if o.failed {
+				f := o.failure
+				fin.ErrorCode, fin.ErrorMessage, fin.FailureClass = f.ErrorCode, f.ErrorMessage, f.FailureClass
+				fin.FailedTask, fin.FailedStep = f.Task, f.Step
+				break
+			}
+		}
+	}
+	return finish(fin)
+}
+
+// unsupported names the first run_agent step: agents come with a later
+// issue, and a run that needs one is rejected rather than half-run.
+func unsupported(m manifests.JobManifest) string {
+	for i, t := range m.Run.Tasks {
+		for j, s := range t.Steps {
+			if s.RunAgent != nil {
+				return fmt.Sprintf("run.tasks[%d].steps[%d] (%s/%s): run_agent steps are not supported by this server yet", i, j, t.Name, manifests.StepName(t, j))
+			}
+		}
+	}
+	return ""
+}
+
+// runTask acquires the task's sandbox and runs its steps in order; the first
+// failed step fails the task and skips the rest.
+func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti int, params map[string]any, claims map[string][]string) taskOutcome {
+	task := m.Run.Tasks[ti]
+	var out taskOutcome
+	sbCfg := task.Sandbox
+	if sbCfg == nil {
+		sbCfg = m.Run.Sandbox
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Minute,
+		HeartbeatTimeout:    30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
+			NonRetryableErrorTypes: activities.PermanentErrorTypes},
+	})
+	acq := activities.AcquireSandboxInput{RunID: in.RunID, Task: task.Name, Config: sbCfg, Params: params}
+	if err := workflow.ExecuteActivity(actx, a.AcquireSandbox, acq).Get(actx, &out.sandbox); err != nil {
+		out.failed = true
+		out.failure = activities.StepFailureFromError(task.Name, "", err)
+		return out
+	}
+	for si, step := range task.Steps {
+		if ctx.Err() != nil {
+			return out
+		}
+		name := manifests.StepName(task, si)
+		timeout := defaultStepTimeout
+		if step.Timeout != nil {
+			timeout = time.Duration(*step.Timeout) * time.Second
+		}
+		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: timeout + time.Minute,
+			HeartbeatTimeout:    10 * time.Second,
+			WaitForCancellation: true,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
+				NonRetryableErrorTypes: activities.PermanentErrorTypes},
+		})
+		workdir := step.Workdir
+		if workdir == "" {
+			workdir = m.Run.Workdir
+		}
+		if workdir == "" && sbCfg != nil {
+			workdir = sbCfg.Workdir
+		}
+		req := activities.RunStepInput{
+			RunID: in.RunID, Task: task.Name, TaskIndex: ti, Step: name, StepIndex: si, Action: step,
+			Sandbox: out.sandbox.Name, Workdir: workdir, Params: params, Claimed: claims[name],
+			OutputSpecs: m.Outputs, TimeoutSeconds: int(timeout / time.Second),
+			Vcpus: out.sandbox.Vcpus, MemoryMB: out.sandbox.MemoryMB,
+		}
+		var res activities.RunStepResult
+		if err := workflow.ExecuteActivity(sctx, a.RunStep, req).Get(sctx, &res); err != nil {
+			if ctx.Err() != nil {
+				return out
+			}
+			res = activities.StepFailureFromError(task.Name, name, err)
+			res.Status = activities.StatusFailed
+		}
+		out.cost += res.ComputeCostCents
+		if res.Status != activities.StatusSucceeded {
+			out.failed = true
+			out.failure = res
+			return out
+		}
+		if len(res.Outputs) > 0 || len(req.Claimed) > 0 {
+			out.writes = append(out.writes, manifests.OutputWrite{Task: task.Name, TaskIndex: ti, Step: name, StepIndex: si, Succeeded: true, Values: res.Outputs})
+		}
+	}
+	return out
+}

@@ -1,0 +1,19 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/linefactory/linefactory/activities"
+)
+
+// Register registers every workflow and the activities with a worker.
+// Activity names are the method names of *activities.Activities.
+func Register(r worker.Registry, acts *activities.Activities) {
+	r.RegisterWorkflowWithOptions(JobRunWorkflow, workflowOptions())
+	r.RegisterActivity(acts)
+}
+
+func workflowOptions() workflow.RegisterOptions {
+	return workflow.RegisterOptions{Name: JobRunWorkflowName}
+}
