@@ -243,3 +243,11 @@ func (h *harness) deployExampleJob(name string) map[string]any {
 }
 
 func storetestSQLite(t *testing.T) *store.Store { return storetest.SQLite(t) }
+
+func init() {
+	// Server-Sent Events are text; validate them as a string.
+	openapi3filter.RegisterBodyDecoder("text/event-stream", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+		b, err := io.ReadAll(body)
+		return string(b), err
+	})
+}

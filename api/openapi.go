@@ -123,7 +123,21 @@ func schemas() openapi3.Schemas {
 	deployRequest := func(manifest string) *openapi3.Schema {
 		return obj(nil, map[string]string{"manifest!": manifest})
 	}
+	timelineEntry := obj(map[string]*openapi3.Schema{"name!": str(), "action!": str(), "status!": str(), "task_name!": str(),
+		"sandbox_name": strN(), "agent_session_id": strN(), "started_at": dtN(), "completed_at": dtN(), "error_message": strN(),
+		"error_code": strN(), "failure_class": strN(), "error_details": freeObjectN(), "exit_code": intN(), "compute_command_id": strN()}, nil)
+	jobRun := obj(map[string]*openapi3.Schema{"id!": str(), "job_name!": str(), "job_version_id!": str(), "status!": str(),
+		"region!": strN(), "run_params!": freeObject(), "result_payload!": freeObjectN(), "step_timeline!": arr(timelineEntry),
+		"artifact_refs!": arr(freeObject()), "started_at!": dtN(), "completed_at!": dtN(), "error_message!": strN(), "created_at!": dt(),
+		"compute_cost_cents": integer(), "inference_cost_cents": integer(), "total_cost_cents": integer(), "cost_rated_at": dtN(),
+		"error_code": strN(), "failure_class": strN(), "error_details": freeObjectN(), "line_run_id": strN(), "stage_name": strN(),
+		"workflow_id": str(), "stop_reason": strN()}, nil)
+	startRun := obj(map[string]*openapi3.Schema{"params": freeObject(), "version_id": str()}, nil)
+	stopRun := obj(map[string]*openapi3.Schema{"reason": strN()}, nil)
 	return openapi3.Schemas{
+		"JobRun":              jobRun.NewRef(),
+		"JobRunStartRequest":  startRun.NewRef(),
+		"StopRequest":         stopRun.NewRef(),
 		"ErrorBody":           errorBody.NewRef(),
 		"ValidationError":     validation.NewRef(),
 		"JobManifest":         jobManifest.NewRef(),
@@ -157,6 +171,8 @@ type opSpec struct {
 	response *openapi3.SchemaRef
 	deploy   bool // 422 uses the error body
 	query    []string
+	noSame   bool // a 201 without the "identical" 200
+	text     bool // text/plain and text/event-stream
 }
 
 func list(name string) *openapi3.SchemaRef {
@@ -174,6 +190,11 @@ var operations = map[string]opSpec{
 	"GET /jobs/{name}/versions/{version_id}":                {summary: "Get a job version", success: 200, response: ref("JobVersion")},
 	"GET /jobs":                                             {summary: "List jobs by name", success: 200, response: list("JobListItem"), query: []string{"limit", "offset"}},
 	"GET /jobs/{name}":                                      {summary: "Get a job and its latest version", success: 200, response: ref("Job")},
+	"POST /jobs/{name}/runs":                                {summary: "Start a job run (queued)", request: "JobRunStartRequest", success: 201, response: ref("JobRun"), noSame: true},
+	"GET /jobs/{name}/runs":                                 {summary: "List a job's runs, newest first", success: 200, response: list("JobRun"), query: []string{"limit", "offset", "status"}},
+	"POST /jobs/{name}/runs/{run_id}/stop":                  {summary: "Stop a job run (a finished run is unchanged)", request: "StopRequest", success: 202, response: ref("JobRun")},
+	"GET /job-runs/{run_id}":                                {summary: "Get a job run", success: 200, response: ref("JobRun")},
+	"GET /job-runs/{run_id}/logs":                           {summary: "Step output: text/plain, or Server-Sent Events with follow=true until the run ends", success: 200, query: []string{"step", "follow"}, text: true},
 	"POST /factory/lines/{name}/deploy":                     {summary: "Deploy a line (201; 200 when identical to the latest)", request: "LineDeployRequest", toml: true, success: 201, response: ref("LineDeployment"), deploy: true},
 	"GET /factory/lines":                                    {summary: "List lines by name", success: 200, response: list("LineListItem"), query: []string{"limit", "offset"}},
 	"GET /factory/lines/{name}":                             {summary: "Get a line and its latest deployment", success: 200, response: ref("Line")},
@@ -248,7 +269,11 @@ func (s *Server) buildOpenAPI() *openapi3.T {
 			}
 		}
 		for _, q := range spec.query {
-			p := openapi3.NewQueryParameter(q).WithSchema(integer())
+			schema := integer()
+			if q != "limit" && q != "offset" {
+				schema = str()
+			}
+			p := openapi3.NewQueryParameter(q).WithSchema(schema)
 			op.AddParameter(p)
 		}
 		if spec.request != "" {
@@ -262,11 +287,14 @@ func (s *Server) buildOpenAPI() *openapi3.T {
 		switch {
 		case r.Path == "/metrics":
 			success.WithContent(openapi3.Content{"text/plain": openapi3.NewMediaType().WithSchema(str())})
+		case spec.text:
+			success.WithContent(openapi3.Content{"text/plain": openapi3.NewMediaType().WithSchema(str()),
+				"text/event-stream": openapi3.NewMediaType().WithSchema(str())})
 		case spec.response != nil:
 			success.WithJSONSchemaRef(spec.response)
 		}
 		op.AddResponse(spec.success, success)
-		if spec.success == 201 {
+		if spec.success == 201 && !spec.noSame {
 			op.AddResponse(200, openapi3.NewResponse().WithDescription("identical to the latest version: nothing new stored").WithJSONSchemaRef(spec.response))
 		}
 		if r.Path == "/readyz" {
@@ -278,6 +306,8 @@ func (s *Server) buildOpenAPI() *openapi3.T {
 			op.AddResponse(404, errResp("not found (NOT_FOUND)"))
 			op.AddResponse(409, errResp("state conflict (INVALID_REQUEST)"))
 			op.AddResponse(413, errResp("request body too large"))
+			op.AddResponse(502, errResp("the workflow engine did not answer (BAD_GATEWAY)"))
+			op.AddResponse(503, errResp("no workflow engine (RESOURCE_UNAVAILABLE)"))
 			if spec.deploy {
 				op.AddResponse(422, errResp("invalid manifest (VALIDATION_ERROR, every problem with its location)"))
 			} else {

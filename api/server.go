@@ -53,6 +53,8 @@ type Store interface {
 	FindTokenByHash(ctx context.Context, hash string) (store.Token, error)
 	ListTokens(ctx context.Context) ([]store.Token, error)
 	DeleteToken(ctx context.Context, name string) error
+
+	RunStore
 }
 
 // Config configures the API server.
@@ -63,6 +65,8 @@ type Config struct {
 	Logger *slog.Logger
 	// ReadyChecks are run by /readyz besides the store ping (e.g. Temporal).
 	ReadyChecks map[string]func(ctx context.Context) error
+	// Runs starts and stops runs; nil answers run starts with 503.
+	Runs Runs
 }
 
 // Server is the REST API.
@@ -151,6 +155,12 @@ func (s *Server) registerRoutes() {
 	s.handle(http.MethodGet, "/jobs/:name/versions/:version_id", ScopeRead, s.getJobVersion)
 	s.handle(http.MethodGet, "/jobs", ScopeRead, s.listJobs)
 	s.handle(http.MethodGet, "/jobs/:name", ScopeRead, s.getJob)
+	// job runs
+	s.handle(http.MethodPost, "/jobs/:name/runs", ScopeWrite, s.startJobRun)
+	s.handle(http.MethodGet, "/jobs/:name/runs", ScopeRead, s.listJobRuns)
+	s.handle(http.MethodPost, "/jobs/:name/runs/:run_id/stop", ScopeWrite, s.stopJobRun)
+	s.handle(http.MethodGet, "/job-runs/:run_id", ScopeRead, s.getJobRun)
+	s.handle(http.MethodGet, "/job-runs/:run_id/logs", ScopeRead, s.jobRunLogs)
 	// lines
 	s.handle(http.MethodPost, "/factory/lines/:name/deploy", ScopeWrite, s.deployLine)
 	s.handle(http.MethodGet, "/factory/lines", ScopeRead, s.listLines)

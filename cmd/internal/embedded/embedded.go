@@ -85,14 +85,14 @@ func freePort() (int, error) {
 func dynamicConfig() dynamicconfig.StaticClient {
 	v := func(x any) []dynamicconfig.ConstrainedValue { return []dynamicconfig.ConstrainedValue{{Value: x}} }
 	return dynamicconfig.StaticClient{
-		"history.transferProcessorMaxPollRPS":                 v(1000),
-		"matching.numTaskqueueReadPartitions":                 v(1),
-		"matching.numTaskqueueWritePartitions":                v(1),
-		"history.longPollExpirationInterval":                  v(2 * time.Second),
-		"system.forceSearchAttributesCacheRefreshOnRead":      v(true),
-		"frontend.enableUpdateWorkflowExecution":              v(true),
-		"frontend.enableUpdateWorkflowExecutionAsyncAccepted": v(true),
-		"frontend.workerVersioningDataAPIs":                   v(false),
+		dynamicconfig.MakeKey("history.transferProcessorMaxPollRPS"):                 v(1000),
+		dynamicconfig.MakeKey("matching.numTaskqueueReadPartitions"):                 v(1),
+		dynamicconfig.MakeKey("matching.numTaskqueueWritePartitions"):                v(1),
+		dynamicconfig.MakeKey("history.longPollExpirationInterval"):                  v(2 * time.Second),
+		dynamicconfig.MakeKey("system.forceSearchAttributesCacheRefreshOnRead"):      v(true),
+		dynamicconfig.MakeKey("frontend.enableUpdateWorkflowExecution"):              v(true),
+		dynamicconfig.MakeKey("frontend.enableUpdateWorkflowExecutionAsyncAccepted"): v(true),
+		dynamicconfig.MakeKey("frontend.workerVersioningDataAPIs"):                   v(false),
 	}
 }
 

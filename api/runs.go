@@ -1,0 +1,265 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/workflows"
+)
+
+// Runs starts and stops runs on Temporal.
+type Runs interface {
+	StartJobRun(ctx context.Context, in workflows.JobRunInput) error
+	CancelJobRun(ctx context.Context, runID string) error
+}
+
+// RunStore is what the run endpoints need of the store.
+type RunStore interface {
+	GetJobVersionByID(ctx context.Context, id string) (store.JobVersion, error)
+	CreateJobRun(ctx context.Context, r store.JobRun) (store.JobRun, error)
+	GetJobRun(ctx context.Context, id string) (store.JobRun, error)
+	ListJobRuns(ctx context.Context, f store.JobRunFilter) ([]store.JobRun, error)
+	UpdateJobRun(ctx context.Context, id string, change func(*store.JobRun) error) (store.JobRun, error)
+	ReadStepLogs(ctx context.Context, runID, step string, afterSeq int64) ([]store.LogChunk, error)
+}
+
+// Job run statuses that are final.
+var finalStatuses = map[string]bool{"succeeded": true, "failed": true, "cancelled": true, "timed_out": true}
+
+type startJobRunRequest struct {
+	Params    map[string]any `json:"params"`
+	VersionID *string        `json:"version_id"`
+}
+
+func (s *Server) startJobRun(c *gin.Context) error {
+	ctx := c.Request.Context()
+	name := c.Param("name")
+	var req startJobRunRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	if _, err := s.store.GetJob(ctx, name); err != nil {
+		return err
+	}
+	var (
+		v   store.JobVersion
+		err error
+	)
+	if req.VersionID != nil {
+		v, err = s.store.GetJobVersion(ctx, name, *req.VersionID)
+		if errors.Is(err, store.ErrNotFound) {
+			return invalid("value_error", fmt.Sprintf("%q is not a version of job %q", *req.VersionID, name), "body", "version_id")
+		}
+	} else {
+		v, err = s.store.LatestJobVersion(ctx, name)
+	}
+	if err != nil {
+		return err
+	}
+	var m manifests.JobManifest
+	if err := json.Unmarshal(v.Manifest, &m); err != nil {
+		return fmt.Errorf("decode job version %s: %w", v.ID, err)
+	}
+	params, ps := manifests.ApplyParams(m.Job.Params, req.Params)
+	if ps != nil {
+		detail := make([]FieldError, len(ps))
+		for i, p := range ps {
+			loc := []any{"body"}
+			for _, part := range strings.Split(p.Path, ".") {
+				loc = append(loc, part)
+			}
+			detail[i] = FieldError{Loc: loc, Msg: p.Message, Type: "value_error"}
+		}
+		return &InvalidInput{Detail: detail}
+	}
+	for i, t := range m.Run.Tasks {
+		for j, st := range t.Steps {
+			if st.RunAgent != nil {
+				return invalid("run_agent_unsupported", fmt.Sprintf("run.tasks[%d].steps[%d]: run_agent steps are not supported by this server yet; the run was not started", i, j), "body")
+			}
+		}
+	}
+	if s.cfg.Runs == nil {
+		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine (roles without Temporal)")
+	}
+	id := store.NewID("jr_")
+	run, err := s.store.CreateJobRun(ctx, store.JobRun{ID: id, JobName: name, JobVersionID: v.ID, Status: "queued",
+		RunParams: params, WorkflowID: workflows.JobRunWorkflowID(id)})
+	if err != nil {
+		return err
+	}
+	in := workflows.JobRunInput{RunID: id, JobName: name, JobVersionID: v.ID, Manifest: m, Params: params}
+	if err := s.cfg.Runs.StartJobRun(ctx, in); err != nil {
+		now := time.Now().UTC()
+		msg := "the run could not be dispatched: " + err.Error()
+		_, _ = s.store.UpdateJobRun(context.WithoutCancel(ctx), id, func(r *store.JobRun) error {
+			r.Status, r.CompletedAt = "failed", &now
+			r.ErrorMessage, r.ErrorCode, r.FailureClass = &msg, strPtr("BAD_GATEWAY"), strPtr("platform")
+			return nil
+		})
+		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the run %s", id)
+	}
+	c.JSON(http.StatusCreated, run)
+	return nil
+}
+
+func strPtr(s string) *string { return &s }
+
+func (s *Server) listJobRuns(c *gin.Context) error {
+	ctx := c.Request.Context()
+	limit, offset, err := page(c)
+	if err != nil {
+		return err
+	}
+	status := c.Query("status")
+	if status != "" && !finalStatuses[status] && status != "queued" && status != "running" {
+		return invalid("enum", "status must be one of queued, running, succeeded, failed, cancelled, timed_out", "query", "status")
+	}
+	if _, err := s.store.GetJob(ctx, c.Param("name")); err != nil {
+		return err
+	}
+	runs, err := s.store.ListJobRuns(ctx, store.JobRunFilter{JobName: c.Param("name"), Status: status, Limit: limit, Offset: offset})
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, runs)
+	return nil
+}
+
+func (s *Server) getJobRun(c *gin.Context) error {
+	r, err := s.store.GetJobRun(c.Request.Context(), c.Param("run_id"))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, r)
+	return nil
+}
+
+type stopRequest struct {
+	Reason *string `json:"reason"`
+}
+
+func (s *Server) stopJobRun(c *gin.Context) error {
+	ctx := c.Request.Context()
+	var req stopRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	r, err := s.store.GetJobRun(ctx, c.Param("run_id"))
+	if err != nil {
+		return err
+	}
+	if r.JobName != c.Param("name") {
+		return httpError(http.StatusNotFound, CodeNotFound, "job run %q is not a run of job %q", r.ID, c.Param("name"))
+	}
+	if finalStatuses[r.Status] {
+		c.JSON(http.StatusAccepted, r) // stopping a finished run changes nothing
+		return nil
+	}
+	reason := "stopped by " + c.GetString(actorKey)
+	if req.Reason != nil && *req.Reason != "" {
+		reason = *req.Reason
+	}
+	r, err = s.store.UpdateJobRun(ctx, r.ID, func(r *store.JobRun) error {
+		r.StopReason = &reason
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if s.cfg.Runs == nil {
+		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
+	}
+	if err := s.cfg.Runs.CancelJobRun(ctx, r.ID); err != nil {
+		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the stop of %s", r.ID)
+	}
+	c.JSON(http.StatusAccepted, r)
+	return nil
+}
+
+// logEvent is one Server-Sent Event of a followed log.
+type logEvent struct {
+	Step   string `json:"step"`
+	Stream string `json:"stream"`
+	Data   string `json:"data"`
+}
+
+func (s *Server) jobRunLogs(c *gin.Context) error {
+	ctx := c.Request.Context()
+	id, step := c.Param("run_id"), c.Query("step")
+	if _, err := s.store.GetJobRun(ctx, id); err != nil {
+		return err
+	}
+	follow := c.Query("follow") == "true" || c.Query("follow") == "1" || strings.Contains(c.GetHeader("Accept"), "text/event-stream")
+	if !follow {
+		var b strings.Builder
+		last := ""
+		var after int64
+		for {
+			chunks, err := s.store.ReadStepLogs(ctx, id, step, after)
+			if err != nil {
+				return err
+			}
+			for _, ch := range chunks {
+				if step == "" && ch.Step != last {
+					fmt.Fprintf(&b, "==> %s <==\n", ch.Step)
+					last = ch.Step
+				}
+				b.Write(ch.Data)
+				after = ch.Seq
+			}
+			if len(chunks) == 0 {
+				break
+			}
+		}
+		c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(b.String()))
+		return nil
+	}
+	c.Header("Content-Type", "text/event-stream")
+	c.Header("Cache-Control", "no-cache")
+	c.Status(http.StatusOK)
+	var after int64
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		// Read the status first: chunks written before a final status are
+		// all seen by the read that follows it.
+		r, err := s.store.GetJobRun(ctx, id)
+		if err != nil {
+			return nil
+		}
+		for {
+			chunks, err := s.store.ReadStepLogs(ctx, id, step, after)
+			if err != nil {
+				return nil
+			}
+			for _, ch := range chunks {
+				c.SSEvent("log", logEvent{Step: ch.Step, Stream: ch.Stream, Data: string(ch.Data)})
+				after = ch.Seq
+			}
+			if len(chunks) == 0 {
+				break
+			}
+		}
+		c.Writer.Flush()
+		if finalStatuses[r.Status] {
+			c.SSEvent("end", gin.H{"status": r.Status})
+			c.Writer.Flush()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}

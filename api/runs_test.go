@@ -1,0 +1,114 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/workflows"
+)
+
+// fakeRuns records what the API asks of the workflow engine (the real one is
+// exercised end to end in cmd/factoryd).
+type fakeRuns struct {
+	mu        sync.Mutex
+	started   []workflows.JobRunInput
+	cancelled []string
+}
+
+func (f *fakeRuns) StartJobRun(_ context.Context, in workflows.JobRunInput) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.started = append(f.started, in)
+	return nil
+}
+
+func (f *fakeRuns) CancelJobRun(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancelled = append(f.cancelled, id)
+	return nil
+}
+
+func TestJobRunEndpoints(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		runs := &fakeRuns{}
+		h.srv.cfg.Runs = runs
+		h.deployExampleJob("hello")
+		h.deployExampleJob("agent-exec")
+
+		r := h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"params": map[string]any{"who": "ann"}}, scope: ScopeWrite})
+		expect(t, r, http.StatusCreated)
+		run := r.json(t)
+		id := run["id"].(string)
+		if !strings.HasPrefix(id, "jr_") || run["status"] != "queued" || run["run_params"].(map[string]any)["who"] != "ann" {
+			t.Fatalf("started run: %v", run)
+		}
+		if len(runs.started) != 1 || runs.started[0].RunID != id || runs.started[0].Params["who"] != "ann" {
+			t.Fatalf("engine got %+v", runs.started)
+		}
+		// defaults applied
+		r = h.do(req{method: "POST", path: "/jobs/hello/runs", scope: ScopeWrite})
+		expect(t, r, http.StatusCreated)
+		if r.json(t)["run_params"].(map[string]any)["who"] != "world" {
+			t.Fatalf("default not applied: %s", r.Body)
+		}
+
+		expectDetail(t, h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"params": map[string]any{"who": 5}}, scope: ScopeWrite}), "body", "params", "who")
+		expectDetail(t, h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"params": map[string]any{"nope": 1}}, scope: ScopeWrite}), "body", "params", "nope")
+		expectDetail(t, h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"version_id": "jv_nope"}, scope: ScopeWrite}), "body", "version_id")
+		expectDetail(t, h.do(req{method: "POST", path: "/jobs/agent-exec/runs", body: map[string]any{"params": map[string]any{"task": "x"}}, scope: ScopeWrite}), "body")
+		expectError(t, h.do(req{method: "POST", path: "/jobs/nope/runs", scope: ScopeWrite}), 404, CodeNotFound)
+
+		r = h.do(req{method: "GET", path: "/job-runs/" + id, scope: ScopeRead})
+		expect(t, r, http.StatusOK)
+		r = h.do(req{method: "GET", path: "/jobs/hello/runs?limit=1", scope: ScopeRead})
+		if l := r.list(t); len(l) != 1 {
+			t.Fatalf("list: %v", l)
+		}
+		expectDetail(t, h.do(req{method: "GET", path: "/jobs/hello/runs?status=bogus", scope: ScopeRead}), "query", "status")
+
+		// stop a live run: the engine is asked, the reason is kept
+		r = h.do(req{method: "POST", path: "/jobs/hello/runs/" + id + "/stop", body: map[string]any{"reason": "enough"}, scope: ScopeWrite})
+		expect(t, r, http.StatusAccepted)
+		if len(runs.cancelled) != 1 || runs.cancelled[0] != id || r.json(t)["stop_reason"] != "enough" {
+			t.Fatalf("stop: cancelled %v body %s", runs.cancelled, r.Body)
+		}
+		// stopping a finished run changes nothing
+		st := h.srv.store
+		if _, err := st.UpdateJobRun(context.Background(), id, func(r *store.JobRun) error { r.Status = "succeeded"; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		r = h.do(req{method: "POST", path: "/jobs/hello/runs/" + id + "/stop", scope: ScopeWrite})
+		expect(t, r, http.StatusAccepted)
+		if len(runs.cancelled) != 1 || r.json(t)["status"] != "succeeded" {
+			t.Fatalf("stop of a finished run changed something: %v %s", runs.cancelled, r.Body)
+		}
+		expectError(t, h.do(req{method: "POST", path: "/jobs/agent-exec/runs/" + id + "/stop", scope: ScopeWrite}), 404, CodeNotFound)
+
+		// logs
+		if err := st.(*store.Store).AppendStepLog(context.Background(), id, "greet/say", "stdout", []byte("hello ann\n")); err != nil {
+			t.Fatal(err)
+		}
+		r = h.do(req{method: "GET", path: "/job-runs/" + id + "/logs", scope: ScopeRead})
+		expect(t, r, http.StatusOK)
+		if string(r.Body) != "==> greet/say <==\nhello ann\n" {
+			t.Fatalf("logs %q", r.Body)
+		}
+		r = h.do(req{method: "GET", path: "/job-runs/" + id + "/logs?follow=true", scope: ScopeRead})
+		expect(t, r, http.StatusOK)
+		if !strings.Contains(string(r.Body), "event:log") || !strings.Contains(string(r.Body), "hello ann") || !strings.Contains(string(r.Body), "event:end") {
+			t.Fatalf("SSE logs %q", r.Body)
+		}
+		expectError(t, h.do(req{method: "GET", path: "/job-runs/jr_nope/logs", scope: ScopeRead}), 404, CodeNotFound)
+	})
+}
+
+func TestJobRunWithoutEngine(t *testing.T) {
+	h := newHarness(t, storetestSQLite(t))
+	h.deployExampleJob("hello")
+	expectError(t, h.do(req{method: "POST", path: "/jobs/hello/runs", scope: ScopeWrite}), 503, CodeResourceUnavailable)
+}
