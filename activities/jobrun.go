@@ -68,7 +68,7 @@ type Activities struct {
 	Rates     CostRates
 	// OutputDir is where $SVC_OUTPUT files are made; default /tmp.
 	OutputDir string
-	// HeartbeatInterval is how often a running step heartbeats; default 1s.
+	// HeartbeatInterval is how often a running step heartbeats; default 500ms.
 	HeartbeatInterval time.Duration
 }
 
@@ -391,7 +391,7 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 	defer stopHB()
 	interval := a.HeartbeatInterval
 	if interval <= 0 {
-		interval = time.Second
+		interval = 500 * time.Millisecond
 	}
 	go func() {
 		t := time.NewTicker(interval)

@@ -210,7 +210,10 @@ func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti 
 		}
 		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: timeout + time.Minute,
-			HeartbeatTimeout:    10 * time.Second,
+			// Cancellation reaches a step only through heartbeats, which the
+			// SDK sends at most every 0.8 × HeartbeatTimeout: keep it short so
+			// a stop ends the step within seconds.
+			HeartbeatTimeout:    3 * time.Second,
 			WaitForCancellation: true,
 			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
 				NonRetryableErrorTypes: activities.PermanentErrorTypes},

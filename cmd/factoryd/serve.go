@@ -61,7 +61,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 		<-ctx.Done()
 		return nil
 	}
-	srv := api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, ReadyChecks: rt.ReadyChecks()}, st)
+	srv := api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, ReadyChecks: rt.ReadyChecks(), Runs: rt}, st)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -71,6 +71,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	go func() { errc <- httpSrv.Serve(ln) }()
 	addr := ln.Addr().String()
 	logger.Info("API listening", slog.String("addr", "http://"+addr), slog.String("store", redact(cfg.DatabaseURL)))
+	if cfg.BootstrapToken == "" {
+		logger.Info("to get an API token: factoryd token create --name me --scope admin (or set FACTORY_BOOTSTRAP_TOKEN)")
+	}
 	if ready != nil {
 		ready <- addr
 	}

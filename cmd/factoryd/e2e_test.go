@@ -1,0 +1,267 @@
+package main
+
+// End-to-end tests: factoryd serve with its embedded Temporal server, driven
+// over HTTP as a user would. They are the only tests that link the Temporal
+// server; keep them few.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const e2eToken = "e2e-secret-token"
+
+// TestMain lets the test binary act as factoryd for the restart test.
+func TestMain(m *testing.M) {
+	if os.Getenv("FACTORYD_E2E_CHILD") == "1" {
+		os.Exit(runServe(nil))
+	}
+	os.Exit(m.Run())
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// daemon is a factoryd child process.
+type daemon struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	base string
+	env  []string
+	log  *bytes.Buffer
+}
+
+func startDaemon(t *testing.T, dataDir string, env []string) *daemon {
+	t.Helper()
+	if env == nil {
+		env = append(os.Environ(), "FACTORYD_E2E_CHILD=1",
+			"FACTORY_DATA_DIR="+dataDir,
+			"FACTORY_BOOTSTRAP_TOKEN="+e2eToken,
+			fmt.Sprintf("FACTORY_HTTP_ADDR=127.0.0.1:%d", freePort(t)),
+			fmt.Sprintf("FACTORY_TEMPORAL_PORT=%d", freePort(t)),
+			fmt.Sprintf("FACTORY_TEMPORAL_UI_ADDR=127.0.0.1:%d", freePort(t)),
+		)
+	}
+	d := &daemon{t: t, env: env, log: &bytes.Buffer{}}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "FACTORY_HTTP_ADDR="); ok {
+			d.base = "http://" + v
+		}
+	}
+	d.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	d.cmd.Env = env
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.kill(syscall.SIGTERM) })
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get(d.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return d
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("factoryd did not become ready:\n%s", d.log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (d *daemon) kill(sig syscall.Signal) {
+	if d.cmd.Process == nil || d.cmd.ProcessState != nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (d *daemon) call(method, path, contentType string, body []byte) (int, map[string]any) {
+	d.t.Helper()
+	req, _ := http.NewRequest(method, d.base+path, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+e2eToken)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(data, &m)
+	return resp.StatusCode, m
+}
+
+func (d *daemon) deploy(name, toml string) {
+	d.t.Helper()
+	if code, m := d.call("POST", "/jobs/"+name+"/versions", "application/toml", []byte(toml)); code != 201 && code != 200 {
+		d.t.Fatalf("deploy %s: %d %v", name, code, m)
+	}
+}
+
+func (d *daemon) start(job string, params map[string]any) string {
+	d.t.Helper()
+	body, _ := json.Marshal(map[string]any{"params": params})
+	code, m := d.call("POST", "/jobs/"+job+"/runs", "application/json", body)
+	if code != 201 {
+		d.t.Fatalf("start %s: %d %v", job, code, m)
+	}
+	return m["id"].(string)
+}
+
+// wait polls a run until its status is final.
+func (d *daemon) wait(id string, limit time.Duration) map[string]any {
+	d.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		_, m := d.call("GET", "/job-runs/"+id, "", nil)
+		switch m["status"] {
+		case "succeeded", "failed", "cancelled", "timed_out":
+			return m
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("run %s still %v after %s", id, m["status"], limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func example(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "examples", "jobs", name, "job.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// processesWith lists live processes whose command line contains s.
+func processesWith(s string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.Contains(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})), s) {
+			continue
+		}
+		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+			continue // a zombie waiting for its reaper is not running
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func TestEndToEndJobRuns(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), nil)
+
+	// A job with several tasks and outputs finishes with the right payload.
+	d.deploy("fanout-build", example(t, "fanout-build"))
+	run := d.wait(d.start("fanout-build", nil), 60*time.Second)
+	if run["status"] != "succeeded" {
+		t.Fatalf("fanout-build: %v", run)
+	}
+	outputs := run["result_payload"].(map[string]any)["outputs"].(map[string]any)
+	if fmt.Sprint(outputs["size"]) != "[10 20 30]" || fmt.Sprint(outputs["artifacts"]) != "[a.bin b.bin b.sym]" || outputs["last_task"] != "build-b" {
+		t.Fatalf("outputs %v", outputs)
+	}
+	if len(run["step_timeline"].([]any)) != 3 || run["cost_rated_at"] == nil {
+		t.Fatalf("record %v", run)
+	}
+
+	// Params and logs.
+	d.deploy("hello", example(t, "hello"))
+	id := d.start("hello", map[string]any{"who": "e2e"})
+	run = d.wait(id, 60*time.Second)
+	if run["result_payload"].(map[string]any)["outputs"].(map[string]any)["greeting"] != "hello e2e" {
+		t.Fatalf("hello: %v", run)
+	}
+	resp, err := http.NewRequest("GET", d.base+"/job-runs/"+id+"/logs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Header.Set("Authorization", "Bearer "+e2eToken)
+	r, err := http.DefaultClient.Do(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if !strings.Contains(string(logs), "hello e2e") {
+		t.Fatalf("logs %q", logs)
+	}
+
+	// Stopping a run with a long step ends it cancelled within seconds and
+	// leaves no process behind.
+	d.deploy("sleepy", "[job]\nname = \"sleepy\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"sleep 6543 & sleep 6543\"]\n")
+	id = d.start("sleepy", nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(processesWith("sleep 6543")) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the step's processes never started")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stopAt := time.Now()
+	if code, m := d.call("POST", "/jobs/sleepy/runs/"+id+"/stop", "application/json", []byte(`{"reason":"e2e"}`)); code != 202 {
+		t.Fatalf("stop: %d %v", code, m)
+	}
+	run = d.wait(id, 30*time.Second)
+	if run["status"] != "cancelled" || time.Since(stopAt) > 15*time.Second {
+		t.Fatalf("after stop: %v in %s", run["status"], time.Since(stopAt))
+	}
+	if left := processesWith("sleep 6543"); len(left) > 0 {
+		t.Fatalf("processes left after stop: %v", left)
+	}
+}
+
+func TestEndToEndRunSurvivesKill(t *testing.T) {
+	dir := t.TempDir()
+	d := startDaemon(t, dir, nil)
+	d.deploy("slow", "[job]\nname = \"slow\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"sleep 2; echo 'done=true' >> $SVC_OUTPUT\"]\noutputs = [\"done\"]\n[outputs.done]\ntype = \"boolean\"\n")
+	id := d.start("slow", nil)
+	time.Sleep(500 * time.Millisecond) // let the step start before the crash
+	d.kill(syscall.SIGKILL)
+
+	d2 := startDaemon(t, dir, d.env)
+	run := d2.wait(id, 90*time.Second)
+	if run["status"] != "succeeded" || run["result_payload"].(map[string]any)["outputs"].(map[string]any)["done"] != true {
+		t.Fatalf("after restart: %v\n%s", run, d2.log.String())
+	}
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/activities/sandbox"
+	"github.com/linefactory/linefactory/cmd/internal/embedded"
+	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/workflows"
+)
+
+// runtime is the Temporal side of factoryd: an embedded server (unless
+// TEMPORAL_ADDRESS names one), a client, and the worker for the worker role.
+type runtime struct {
+	server *embedded.Server
+	client client.Client
+	worker worker.Worker
+}
+
+func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog.Logger) (*runtime, error) {
+	rt := &runtime{}
+	addr := cfg.TemporalAddress
+	if addr == "" {
+		srv, err := embedded.Start(ctx, embedded.Config{
+			DataDir: filepath.Join(cfg.DataDir, "temporal"), Namespace: cfg.TemporalNamespace,
+			FrontendPort: cfg.TemporalPort, UIAddr: cfg.TemporalUIAddr,
+		})
+		if err != nil {
+			return nil, err
+		}
+		rt.server = srv
+		addr = srv.FrontendAddr()
+		logger.Info("embedded Temporal started", slog.String("frontend", addr), slog.String("web_ui", srv.UIURL()),
+			slog.String("namespace", cfg.TemporalNamespace))
+	}
+	c, err := client.Dial(client.Options{
+		HostPort:  addr,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    tlog.NewStructuredLogger(logger.With(slog.String("component", "temporal-client"))),
+		// loopback: compression costs more than it saves
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}},
+	})
+	if err != nil {
+		rt.Close()
+		return nil, fmt.Errorf("connect to Temporal at %s: %w", addr, err)
+	}
+	rt.client = c
+	if cfg.Roles["worker"] {
+		drv, err := sandbox.NewLocal(filepath.Join(cfg.DataDir, "sandboxes"))
+		if err != nil {
+			rt.Close()
+			return nil, err
+		}
+		acts := &activities.Activities{Store: st, Sandboxes: drv, Logger: logger, Rates: activities.DefaultCostRates}
+		w := worker.New(c, workflows.TaskQueue, worker.Options{})
+		workflows.Register(w, acts)
+		if err := w.Start(); err != nil {
+			rt.Close()
+			return nil, fmt.Errorf("start worker: %w", err)
+		}
+		rt.worker = w
+	}
+	return rt, nil
+}
+
+// Close stops the worker, the client and the embedded server.
+func (rt *runtime) Close() {
+	if rt.worker != nil {
+		rt.worker.Stop()
+	}
+	if rt.client != nil {
+		rt.client.Close()
+	}
+	if rt.server != nil {
+		_ = rt.server.Stop()
+	}
+}
+
+// ReadyChecks reports whether Temporal answers.
+func (rt *runtime) ReadyChecks() map[string]func(context.Context) error {
+	return map[string]func(context.Context) error{
+		"temporal": func(ctx context.Context) error {
+			_, err := rt.client.CheckHealth(ctx, &client.CheckHealthRequest{})
+			return err
+		},
+	}
+}
+
+// StartJobRun starts a job run's workflow.
+func (rt *runtime) StartJobRun(ctx context.Context, in workflows.JobRunInput) error {
+	_, err := rt.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.JobRunWorkflowID(in.RunID), TaskQueue: workflows.TaskQueue,
+	}, workflows.JobRunWorkflowName, in)
+	return err
+}
+
+// CancelJobRun asks a job run's workflow to stop.
+func (rt *runtime) CancelJobRun(ctx context.Context, runID string) error {
+	return rt.client.CancelWorkflow(ctx, workflows.JobRunWorkflowID(runID), "")
+}
