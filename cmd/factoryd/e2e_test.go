@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,14 +43,14 @@ func freePort(t *testing.T) int {
 
 // daemon is a factoryd child process.
 type daemon struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	base string
 	env  []string
 	log  *bytes.Buffer
 }
 
-func startDaemon(t *testing.T, dataDir string, env []string) *daemon {
+func startDaemon(t testing.TB, dataDir string, env []string) *daemon {
 	t.Helper()
 	if env == nil {
 		env = append(os.Environ(), "FACTORYD_E2E_CHILD=1",
