@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,8 @@ type Local struct {
 	// Now is the clock.
 	Now func() time.Time
 
+	groupPrefix string // short hash of root, for cgroup names
+
 	mu     sync.Mutex
 	groups map[string]map[int]bool // sandbox name → running process groups
 }
@@ -49,7 +52,8 @@ func NewLocal(dir string) (*Local, error) {
 			return nil, fmt.Errorf("sandbox root: %w", err)
 		}
 	}
-	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}}, nil
+	sum := sha256.Sum256([]byte(abs))
+	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, groupPrefix: hex.EncodeToString(sum[:4])}, nil
 }
 
 func (l *Local) dir(name string) string       { return filepath.Join(l.root, "sandboxes", name) }
@@ -140,13 +144,12 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 		Vcpus: spec.Vcpus, MemoryMB: spec.MemoryMB, InternetEnabled: spec.InternetEnabled, Env: spec.Env,
 		Lifecycle: spec.Lifecycle, CreatedAt: now, LastActiveAt: now, Created: true,
 		LimitsApplied: map[string]string{
-			"vcpus":     "recorded, not enforced: the local driver does not use cgroups",
-			"memory_mb": "recorded, not enforced: the local driver does not use cgroups",
-			"disk_gb":   "recorded, not enforced",
-			"image":     "recorded: the local driver runs on the host's root filesystem",
+			"disk_gb": "recorded, not enforced by the local driver",
+			"image":   "recorded: the local driver runs on the host's root filesystem",
 		},
 	}
 	fail := func(err error) (Sandbox, error) {
+		removeCgroups(sb)
 		_ = os.RemoveAll(l.dir(name))
 		if CodeOf(err) == "" {
 			err = errorf(CodeProvisioningFailed, err, "provision sandbox %q", name)
@@ -156,6 +159,8 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 	if err := os.MkdirAll(sb.Root, 0o755); err != nil {
 		return fail(err)
 	}
+	sb.CgroupName = l.groupPrefix + "-" + name
+	setupCgroups(&sb)
 	if !spec.InternetEnabled {
 		if err := checkNetns(); err != nil {
 			return fail(errorf(CodeProvisioningFailed, err, "internet_enabled = false needs a network namespace, which this host cannot create"))
@@ -341,6 +346,11 @@ func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	outW.Close()
 	errW.Close()
 	pgid := cmd.Process.Pid
+	if err := joinCgroups(sb, pgid); err != nil {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return ExecResult{}, errorf(CodeExecFailed, err, "apply the sandbox's limits to %q", argv[0])
+	}
 	l.track(sb.Name, pgid, true)
 	defer l.track(sb.Name, pgid, false)
 
@@ -509,7 +519,13 @@ func (l *Local) Pause(_ context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	l.signalAll(name, syscall.SIGSTOP)
+	if sb.hasCgroup("freezer") {
+		if err := freeze(sb, "FROZEN"); err != nil {
+			return errorf(CodeInvalidState, err, "pause sandbox %q", name)
+		}
+	} else {
+		l.signalAll(name, syscall.SIGSTOP)
+	}
 	sb.State = StatePaused
 	return l.save(sb)
 }
@@ -520,6 +536,11 @@ func (l *Local) Resume(_ context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if sb.hasCgroup("freezer") {
+		if err := freeze(sb, "THAWED"); err != nil {
+			return errorf(CodeInvalidState, err, "resume sandbox %q", name)
+		}
+	}
 	l.signalAll(name, syscall.SIGCONT)
 	sb.State = StateRunning
 	sb.LastActiveAt = l.Now().UTC()
@@ -528,11 +549,16 @@ func (l *Local) Resume(_ context.Context, name string) error {
 
 // Delete kills the sandbox's processes and removes it.
 func (l *Local) Delete(_ context.Context, name string) error {
-	if _, err := l.load(name); err != nil {
+	sb, err := l.load(name)
+	if err != nil {
 		return err
+	}
+	if sb.hasCgroup("freezer") {
+		_ = freeze(sb, "THAWED")
 	}
 	l.signalAll(name, syscall.SIGCONT)
 	l.signalAll(name, syscall.SIGKILL)
+	removeCgroups(sb)
 	if err := os.RemoveAll(l.dir(name)); err != nil {
 		return errorf(CodeFileOperation, err, "delete sandbox %q", name)
 	}
@@ -549,3 +575,5 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+func killPid(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }

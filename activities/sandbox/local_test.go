@@ -21,6 +21,12 @@ func newLocal(t *testing.T) *Local {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // remove every sandbox, and with them their cgroups
+		entries, _ := os.ReadDir(filepath.Join(l.root, "sandboxes"))
+		for _, e := range entries {
+			_ = l.Delete(context.Background(), e.Name())
+		}
+	})
 	return l
 }
 
@@ -284,5 +290,62 @@ func TestPauseStopsRunningProcesses(t *testing.T) {
 			t.Fatal("counter did not move after resume")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestReapLifecycle(t *testing.T) {
+	l := newLocal(t)
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := base
+	l.Now = func() time.Time { return clock }
+	secs := func(n int) *int { return &n }
+	acquire(t, l, Spec{Mode: "provision", Name: "idle", InternetEnabled: true, Lifecycle: &manifests.Lifecycle{PauseAfterIdle: secs(60), DeleteAfter: secs(600)}})
+	acquire(t, l, Spec{Mode: "provision", Name: "old", InternetEnabled: true, Lifecycle: &manifests.Lifecycle{PauseAfter: secs(120)}})
+	acquire(t, l, Spec{Mode: "provision", Name: "forever", InternetEnabled: true})
+
+	rep, err := l.Reap(ctx, base.Add(30*time.Second))
+	if err != nil || len(rep.Paused)+len(rep.Deleted) != 0 {
+		t.Fatalf("nothing is due at 30s: %+v %v", rep, err)
+	}
+	rep, _ = l.Reap(ctx, base.Add(90*time.Second))
+	if len(rep.Paused) != 1 || rep.Paused[0] != "idle" {
+		t.Fatalf("at 90s: %+v, want idle paused", rep)
+	}
+	rep, _ = l.Reap(ctx, base.Add(150*time.Second))
+	if len(rep.Paused) != 1 || rep.Paused[0] != "old" {
+		t.Fatalf("at 150s: %+v, want old paused", rep)
+	}
+	rep, _ = l.Reap(ctx, base.Add(700*time.Second))
+	if len(rep.Deleted) != 1 || rep.Deleted[0] != "idle" {
+		t.Fatalf("at 700s: %+v, want idle deleted", rep)
+	}
+	if sb, err := l.Get(ctx, "forever"); err != nil || sb.State != StateRunning {
+		t.Fatalf("a sandbox without lifecycle was touched: %+v %v", sb, err)
+	}
+}
+
+func TestMemoryLimitEnforced(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil || os.Geteuid() != 0 {
+		t.Skip("SKIPPING: no writable cgroup v1 memory controller")
+	}
+	l := newLocal(t)
+	sb := acquire(t, l, Spec{Mode: "provision", Name: "small", InternetEnabled: true, MemoryMB: 32, Vcpus: 1})
+	if !strings.HasPrefix(sb.LimitsApplied["memory_mb"], "enforced") || !strings.HasPrefix(sb.LimitsApplied["vcpus"], "enforced") {
+		t.Fatalf("limits not applied: %v", sb.LimitsApplied)
+	}
+	// Holding 100 MB in a shell variable must be killed by the 32 MB limit.
+	res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{`x=$(head -c 100000000 /dev/zero | tr '\0' a); echo ${#x}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode == 0 {
+		t.Fatalf("a 100 MB allocation succeeded under a 32 MB limit")
+	}
+	if err := l.Delete(context.Background(), sb.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cgroupDir("memory", sb.CgroupName)); !os.IsNotExist(err) {
+		t.Fatalf("cgroup left after delete: %v", err)
 	}
 }

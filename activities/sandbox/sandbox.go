@@ -101,6 +101,10 @@ type Sandbox struct {
 	LastActiveAt    time.Time            `json:"last_active_at"`
 	// LimitsApplied says which resource limits are enforced and why not.
 	LimitsApplied map[string]string `json:"limits_applied"`
+	// Cgroups lists the cgroup v1 controllers the sandbox has its own
+	// group in (memory, cpu, freezer), where the host allows it.
+	Cgroups    []string `json:"cgroups,omitempty"`
+	CgroupName string   `json:"cgroup_name,omitempty"`
 	// Created is true when Acquire made it (false when it reused one).
 	Created bool `json:"-"`
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -67,6 +68,7 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 			return nil, fmt.Errorf("start worker: %w", err)
 		}
 		rt.worker = w
+		go reapSandboxes(ctx, drv, logger)
 	}
 	return rt, nil
 }
@@ -105,4 +107,25 @@ func (rt *runtime) StartJobRun(ctx context.Context, in workflows.JobRunInput) er
 // CancelJobRun asks a job run's workflow to stop.
 func (rt *runtime) CancelJobRun(ctx context.Context, runID string) error {
 	return rt.client.CancelWorkflow(ctx, workflows.JobRunWorkflowID(runID), "")
+}
+
+// reapSandboxes applies sandbox lifecycles (pause_after_idle, pause_after,
+// delete_after) every 15 seconds until ctx is done.
+func reapSandboxes(ctx context.Context, drv *sandbox.Local, logger *slog.Logger) {
+	t := time.NewTicker(15 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			rep, err := drv.Reap(ctx, now)
+			if err != nil && ctx.Err() == nil {
+				logger.Warn("sandbox reaper", slog.String("error", err.Error()))
+			}
+			if len(rep.Paused)+len(rep.Deleted) > 0 {
+				logger.Info("sandbox reaper", slog.Any("paused", rep.Paused), slog.Any("deleted", rep.Deleted))
+			}
+		}
+	}
 }
