@@ -48,6 +48,8 @@ type Store interface {
 	GetJobRun(ctx context.Context, id string) (store.JobRun, error)
 	UpdateJobRun(ctx context.Context, id string, change func(*store.JobRun) error) (store.JobRun, error)
 	AppendStepLog(ctx context.Context, runID, step, stream string, data []byte) error
+	CreateJobRun(ctx context.Context, r store.JobRun) (store.JobRun, error)
+	UpdateLineRun(ctx context.Context, id string, change func(*store.LineRun) error) (store.LineRun, error)
 }
 
 // CostRates price sandbox time.

@@ -24,13 +24,44 @@ import (
 
 // memStore is an in-memory run store for unit tests.
 type memStore struct {
-	mu   sync.Mutex
-	runs map[string]store.JobRun
-	logs map[string][]byte
+	mu    sync.Mutex
+	runs  map[string]store.JobRun
+	lines map[string]store.LineRun
+	logs  map[string][]byte
 }
 
 func newMemStore() *memStore {
-	return &memStore{runs: map[string]store.JobRun{}, logs: map[string][]byte{}}
+	return &memStore{runs: map[string]store.JobRun{}, lines: map[string]store.LineRun{}, logs: map[string][]byte{}}
+}
+
+func (m *memStore) CreateJobRun(_ context.Context, r store.JobRun) (store.JobRun, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.runs[r.ID]; ok {
+		return store.JobRun{}, store.ErrConflict
+	}
+	m.runs[r.ID] = r
+	return r, nil
+}
+
+func (m *memStore) UpdateLineRun(_ context.Context, id string, change func(*store.LineRun) error) (store.LineRun, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.lines[id]
+	if !ok {
+		return store.LineRun{}, store.ErrNotFound
+	}
+	b, _ := json.Marshal(r)
+	var c store.LineRun
+	_ = json.Unmarshal(b, &c)
+	if c.StageOutputs == nil {
+		c.StageOutputs = map[string]map[string]any{}
+	}
+	if err := change(&c); err != nil {
+		return store.LineRun{}, err
+	}
+	m.lines[id] = c
+	return c, nil
 }
 
 func (m *memStore) GetJobRun(_ context.Context, id string) (store.JobRun, error) {

@@ -11,6 +11,7 @@ import (
 // Activity names are the method names of *activities.Activities.
 func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(JobRunWorkflow, workflowOptions())
+	r.RegisterWorkflowWithOptions(LineRunWorkflow, workflow.RegisterOptions{Name: LineRunWorkflowName})
 	r.RegisterActivity(acts)
 }
 
