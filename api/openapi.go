@@ -134,7 +134,27 @@ func schemas() openapi3.Schemas {
 		"workflow_id": str(), "stop_reason": strN()}, nil)
 	startRun := obj(map[string]*openapi3.Schema{"params": freeObject(), "version_id": str()}, nil)
 	stopRun := obj(map[string]*openapi3.Schema{"reason": strN()}, nil)
+	stageSummary := obj(map[string]*openapi3.Schema{"stage_name!": str(), "stage_order!": integer(), "iteration!": integer(), "status!": str(),
+		"outcome": strN(), "job_run_id": strN(), "compute_cost_cents": integer(), "inference_cost_cents": integer(), "total_cost_cents": integer(),
+		"cost_rated_at": dtN(), "started_at": dtN(), "completed_at": dtN(), "artifact_count": integer()}, nil)
+	failureSchema := obj(map[string]*openapi3.Schema{"code": strN(), "domain": enum("platform", "config", "contract", "infra", "agent", "user", "unknown"),
+		"error_code": strN(), "failure_class": strN(), "error_message": strN(), "stage_name": strN(), "stage_step": strN(), "task_name": strN(),
+		"error_details": freeObjectN()}, nil)
+	failureSchema.Nullable = true
+	trigger := obj(map[string]*openapi3.Schema{"source!": str(), "provider": strN(), "event_name": strN(), "delivery_id": strN(), "payload": freeObject()}, nil)
+	turn := obj(map[string]*openapi3.Schema{"workflow_run_id!": str(), "state!": str(), "started_at": dtN()}, nil)
+	lineRun := obj(map[string]*openapi3.Schema{"id!": str(), "line_name!": str(), "status!": str(), "trigger!": trigger, "created_at!": dt(),
+		"line_version_id": strN(), "region": strN(), "run_params": freeObject(), "stages": arr(stageSummary), "artifact_count": integer(),
+		"artifacts": arr(freeObject()), "compute_cost_cents": integer(), "inference_cost_cents": integer(), "total_cost_cents": integer(),
+		"cost_rated_at": dtN(), "error_message": strN(), "failure": failureSchema, "manager_turns": arr(turn), "triggered_by_actor": freeObjectN(),
+		"started_at": dtN(), "completed_at": dtN(), "transitions": arr(freeObject()), "stage_outputs": freeObject(), "workflow_id": str(),
+		"retry_of": strN(), "stop_reason": strN()}, nil)
+	control := obj(map[string]*openapi3.Schema{"action!": enum("select", "retry"), "from_stage": str(), "transition_id": str(), "option": str()}, nil)
+	startLine := obj(map[string]*openapi3.Schema{"params": freeObject()}, nil)
 	return openapi3.Schemas{
+		"LineRun":             lineRun.NewRef(),
+		"LineRunStartRequest": startLine.NewRef(),
+		"ControlRequest":      control.NewRef(),
 		"JobRun":              jobRun.NewRef(),
 		"JobRunStartRequest":  startRun.NewRef(),
 		"StopRequest":         stopRun.NewRef(),
@@ -197,6 +217,11 @@ var operations = map[string]opSpec{
 	"GET /job-runs/{run_id}/logs":                           {summary: "Step output: text/plain, or Server-Sent Events with follow=true until the run ends", success: 200, query: []string{"step", "follow"}, text: true},
 	"POST /factory/lines/{name}/deploy":                     {summary: "Deploy a line (201; 200 when identical to the latest)", request: "LineDeployRequest", toml: true, success: 201, response: ref("LineDeployment"), deploy: true},
 	"GET /factory/lines":                                    {summary: "List lines by name", success: 200, response: list("LineListItem"), query: []string{"limit", "offset"}},
+	"POST /factory/lines/{name}/runs":                       {summary: "Start a line run (the manual trigger)", request: "LineRunStartRequest", success: 201, response: ref("LineRun"), noSame: true},
+	"GET /factory/lines/{name}/runs":                        {summary: "List a line's runs, newest first", success: 200, response: list("LineRun"), query: []string{"limit", "offset"}},
+	"GET /factory/line-runs/{run_id}":                       {summary: "Get a line run with its transitions and stage outputs", success: 200, response: ref("LineRun")},
+	"POST /factory/line-runs/{run_id}/stop":                 {summary: "Stop a line run (a finished run is unchanged)", request: "StopRequest", success: 202, response: ref("LineRun")},
+	"POST /factory/line-runs/{run_id}/control":              {summary: "Control a line run: select an option, or retry a failed run as a new run", request: "ControlRequest", success: 202, response: ref("LineRun")},
 	"GET /factory/lines/{name}":                             {summary: "Get a line and its latest deployment", success: 200, response: ref("Line")},
 	"PUT /factory/lines/{name}/schedule":                    {summary: "Create or replace a line's schedule", request: "LineScheduleRequest", success: 200, response: ref("LineSchedule")},
 	"GET /factory/lines/{name}/schedule":                    {summary: "Get a line's schedule", success: 200, response: ref("LineSchedule")},

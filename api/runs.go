@@ -20,6 +20,8 @@ import (
 type Runs interface {
 	StartJobRun(ctx context.Context, in workflows.JobRunInput) error
 	CancelJobRun(ctx context.Context, runID string) error
+	StartLineRun(ctx context.Context, in workflows.LineRunInput) error
+	CancelLineRun(ctx context.Context, runID string) error
 }
 
 // RunStore is what the run endpoints need of the store.

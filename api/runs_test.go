@@ -16,6 +16,7 @@ import (
 type fakeRuns struct {
 	mu        sync.Mutex
 	started   []workflows.JobRunInput
+	lines     []workflows.LineRunInput
 	cancelled []string
 }
 
@@ -23,6 +24,20 @@ func (f *fakeRuns) StartJobRun(_ context.Context, in workflows.JobRunInput) erro
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.started = append(f.started, in)
+	return nil
+}
+
+func (f *fakeRuns) StartLineRun(_ context.Context, in workflows.LineRunInput) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lines = append(f.lines, in)
+	return nil
+}
+
+func (f *fakeRuns) CancelLineRun(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancelled = append(f.cancelled, id)
 	return nil
 }
 
@@ -111,4 +126,80 @@ func TestJobRunWithoutEngine(t *testing.T) {
 	h := newHarness(t, storetestSQLite(t))
 	h.deployExampleJob("hello")
 	expectError(t, h.do(req{method: "POST", path: "/jobs/hello/runs", scope: ScopeWrite}), 503, CodeResourceUnavailable)
+}
+
+func TestLineRunEndpoints(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		runs := &fakeRuns{}
+		h.srv.cfg.Runs = runs
+		h.deployExampleJob("hello")
+		h.deployExampleJob("check")
+		expect(t, h.do(req{method: "POST", path: "/factory/lines/build-until-green/deploy", body: readExample(t, "lines/build-until-green.toml"), contentType: "application/toml", scope: ScopeWrite}), 201)
+
+		expectDetail(t, h.do(req{method: "POST", path: "/factory/lines/build-until-green/runs", body: map[string]any{"params": map[string]any{"who": 1}}, scope: ScopeWrite}), "body", "params", "who")
+		expectDetail(t, h.do(req{method: "POST", path: "/factory/lines/build-until-green/runs", body: map[string]any{"params": map[string]any{"nope": 1}}, scope: ScopeWrite}), "body", "params", "nope")
+		expectError(t, h.do(req{method: "POST", path: "/factory/lines/nope/runs", scope: ScopeWrite}), 404, CodeNotFound)
+
+		r := h.do(req{method: "POST", path: "/factory/lines/build-until-green/runs", body: map[string]any{"params": map[string]any{"who": "ann"}}, scope: ScopeWrite})
+		expect(t, r, http.StatusCreated)
+		run := r.json(t)
+		id := run["id"].(string)
+		if !strings.HasPrefix(id, "lr_") || run["status"] != "queued" || run["trigger"].(map[string]any)["source"] != "manual" ||
+			run["triggered_by_actor"].(map[string]any)["name"] != "test-write" {
+			t.Fatalf("started line run: %v", run)
+		}
+		if len(runs.lines) != 1 || len(runs.lines[0].Jobs) != 3 || runs.lines[0].Jobs["check"].JobName != "check" || runs.lines[0].Params["who"] != "ann" {
+			t.Fatalf("engine got %+v", runs.lines)
+		}
+		r = h.do(req{method: "GET", path: "/factory/lines/build-until-green/runs", scope: ScopeRead})
+		expect(t, r, http.StatusOK)
+		if l := r.list(t); len(l) != 1 || l[0]["transitions"] != nil {
+			t.Fatalf("list (without details): %v", l)
+		}
+		r = h.do(req{method: "GET", path: "/factory/line-runs/" + id, scope: ScopeRead})
+		expect(t, r, http.StatusOK)
+		if r.json(t)["transitions"] == nil {
+			t.Fatalf("single run lacks transitions: %s", r.Body)
+		}
+		expectError(t, h.do(req{method: "GET", path: "/factory/line-runs/lr_nope", scope: ScopeRead}), 404, CodeNotFound)
+
+		// control: invalid payloads, and a retry of a run that did not fail
+		expectDetail(t, h.do(req{method: "POST", path: "/factory/line-runs/" + id + "/control", body: map[string]any{}, scope: ScopeWrite}), "body", "action")
+		expectDetail(t, h.do(req{method: "POST", path: "/factory/line-runs/" + id + "/control", body: map[string]any{"action": "select"}, scope: ScopeWrite}), "body")
+		expectDetail(t, h.do(req{method: "POST", path: "/factory/line-runs/" + id + "/control", body: map[string]any{"action": "retry"}, scope: ScopeWrite}), "body", "action")
+
+		// stop: the engine is asked; stopping a finished run changes nothing
+		r = h.do(req{method: "POST", path: "/factory/line-runs/" + id + "/stop", body: map[string]any{"reason": "enough"}, scope: ScopeWrite})
+		expect(t, r, http.StatusAccepted)
+		if len(runs.cancelled) != 1 || r.json(t)["stop_reason"] != "enough" {
+			t.Fatalf("stop: %v %s", runs.cancelled, r.Body)
+		}
+
+		// retry of a failed run starts a new run at the failed stage
+		st := h.srv.store.(*store.Store)
+		jr, err := st.CreateJobRun(context.Background(), store.JobRun{JobName: "check", Status: "failed", RunParams: map[string]any{"strict": true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stage, code := "check", "stage_failed"
+		if _, err := st.UpdateLineRun(context.Background(), id, func(r *store.LineRun) error {
+			r.Status = "failed"
+			r.Stages = []store.LineRunStage{{StageName: "build", StageOrder: 1, Iteration: 1, Status: "succeeded"}, {StageName: "check", StageOrder: 2, Iteration: 1, Status: "failed", JobRunID: &jr.ID}}
+			r.Failure = &store.LineRunFailure{Code: &code, Domain: "config", StageName: &stage}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		expectDetail(t, h.do(req{method: "POST", path: "/factory/line-runs/" + id + "/control", body: map[string]any{"action": "retry", "from_stage": "announce"}, scope: ScopeWrite}), "body", "from_stage")
+		r = h.do(req{method: "POST", path: "/factory/line-runs/" + id + "/control", body: map[string]any{"action": "retry"}, scope: ScopeWrite})
+		expect(t, r, http.StatusAccepted)
+		retry := r.json(t)
+		if retry["retry_of"] != id || len(runs.lines) != 2 {
+			t.Fatalf("retry: %v", retry)
+		}
+		state := runs.lines[1].State
+		if state == nil || state.Stage != "check" || state.StageParams["strict"] != true || state.Results["build"].Status != "succeeded" {
+			t.Fatalf("retry snapshot %+v", state)
+		}
+	})
 }

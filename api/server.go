@@ -55,6 +55,7 @@ type Store interface {
 	DeleteToken(ctx context.Context, name string) error
 
 	RunStore
+	LineRunStore
 }
 
 // Config configures the API server.
@@ -165,6 +166,11 @@ func (s *Server) registerRoutes() {
 	s.handle(http.MethodPost, "/factory/lines/:name/deploy", ScopeWrite, s.deployLine)
 	s.handle(http.MethodGet, "/factory/lines", ScopeRead, s.listLines)
 	s.handle(http.MethodGet, "/factory/lines/:name", ScopeRead, s.getLine)
+	s.handle(http.MethodPost, "/factory/lines/:name/runs", ScopeWrite, s.startLineRun)
+	s.handle(http.MethodGet, "/factory/lines/:name/runs", ScopeRead, s.listLineRuns)
+	s.handle(http.MethodGet, "/factory/line-runs/:run_id", ScopeRead, s.getLineRun)
+	s.handle(http.MethodPost, "/factory/line-runs/:run_id/stop", ScopeWrite, s.stopLineRun)
+	s.handle(http.MethodPost, "/factory/line-runs/:run_id/control", ScopeWrite, s.controlLineRun)
 	s.handle(http.MethodPut, "/factory/lines/:name/schedule", ScopeWrite, s.putSchedule)
 	s.handle(http.MethodGet, "/factory/lines/:name/schedule", ScopeRead, s.getSchedule)
 	s.handle(http.MethodDelete, "/factory/lines/:name/schedule", ScopeWrite, s.deleteSchedule)

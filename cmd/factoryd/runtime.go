@@ -129,3 +129,17 @@ func reapSandboxes(ctx context.Context, drv *sandbox.Local, logger *slog.Logger)
 		}
 	}
 }
+
+// StartLineRun starts a line run's manager workflow.
+func (rt *runtime) StartLineRun(ctx context.Context, in workflows.LineRunInput) error {
+	_, err := rt.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: workflows.LineRunWorkflowID(in.RunID), TaskQueue: workflows.TaskQueue,
+	}, workflows.LineRunWorkflowName, in)
+	return err
+}
+
+// CancelLineRun asks a line run's manager to stop; its running stage is
+// cancelled with it.
+func (rt *runtime) CancelLineRun(ctx context.Context, runID string) error {
+	return rt.client.CancelWorkflow(ctx, workflows.LineRunWorkflowID(runID), "")
+}

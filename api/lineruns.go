@@ -1,0 +1,361 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/workflows"
+)
+
+// LineRunStore is what the line-run endpoints need of the store.
+type LineRunStore interface {
+	GetLineVersionByID(ctx context.Context, id string) (store.LineVersion, error)
+	CreateLineRun(ctx context.Context, r store.LineRun) (store.LineRun, error)
+	GetLineRun(ctx context.Context, id string) (store.LineRun, error)
+	ListLineRuns(ctx context.Context, f store.LineRunFilter) ([]store.LineRun, error)
+	UpdateLineRun(ctx context.Context, id string, change func(*store.LineRun) error) (store.LineRun, error)
+}
+
+// lineRunDetailFields are the keys of a line run that only single-run
+// responses carry.
+var lineRunDetailFields = []string{"transitions", "stage_outputs", "workflow_id", "retry_of", "stop_reason"}
+
+// lineRunJSON renders a line run; list items leave out the details and the
+// raw webhook body of the trigger payload.
+func lineRunJSON(r store.LineRun, detail bool) (map[string]any, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if !detail {
+		for _, k := range lineRunDetailFields {
+			delete(m, k)
+		}
+		if trig, ok := m["trigger"].(map[string]any); ok {
+			if payload, ok := trig["payload"].(map[string]any); ok {
+				delete(payload, "body")
+			}
+		}
+	}
+	return m, nil
+}
+
+// resolveStageJobs loads the job version every stage runs: its pinned
+// version, else the job's latest version now.
+func (s *Server) resolveStageJobs(ctx context.Context, m manifests.LineManifest) (map[string]workflows.StageJob, error) {
+	jobs := map[string]workflows.StageJob{}
+	for i, st := range m.Stages {
+		var (
+			v   store.JobVersion
+			err error
+		)
+		if st.JobVersionID != "" {
+			v, err = s.store.GetJobVersion(ctx, st.Job, st.JobVersionID)
+		} else {
+			v, err = s.store.LatestJobVersion(ctx, st.Job)
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, httpError(http.StatusConflict, CodeInvalidRequest, "stages[%d]: job %q (version %q) no longer exists", i, st.Job, st.JobVersionID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var jm manifests.JobManifest
+		if err := json.Unmarshal(v.Manifest, &jm); err != nil {
+			return nil, err
+		}
+		for ti, t := range jm.Run.Tasks {
+			for si, step := range t.Steps {
+				if step.RunAgent != nil {
+					return nil, invalid("run_agent_unsupported", fmt.Sprintf("stage %s: job %s run.tasks[%d].steps[%d] is a run_agent step, which this server does not support yet", st.ID, st.Job, ti, si), "body")
+				}
+			}
+		}
+		jobs[st.ID] = workflows.StageJob{JobName: st.Job, JobVersionID: v.ID, Manifest: jm}
+	}
+	return jobs, nil
+}
+
+type startLineRunRequest struct {
+	Params map[string]any `json:"params"`
+}
+
+func (s *Server) startLineRun(c *gin.Context) error {
+	ctx := c.Request.Context()
+	name := c.Param("name")
+	var req startLineRunRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	v, err := s.store.LatestLineVersion(ctx, name)
+	if err != nil {
+		if _, lerr := s.store.GetLine(ctx, name); lerr != nil {
+			return lerr
+		}
+		return err
+	}
+	var m manifests.LineManifest
+	if err := json.Unmarshal(v.Manifest, &m); err != nil {
+		return fmt.Errorf("decode line version %s: %w", v.ID, err)
+	}
+	var defs []manifests.JobParamDefinition
+	if len(v.InputParams) > 0 {
+		if err := json.Unmarshal(v.InputParams, &defs); err != nil {
+			return err
+		}
+	}
+	params, ps := manifests.ApplyParams(manifests.ParamSpecs(defs), req.Params)
+	if ps != nil {
+		return problemsInvalid(ps)
+	}
+	jobs, err := s.resolveStageJobs(ctx, m)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Runs == nil {
+		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
+	}
+	vid := v.ID
+	id := store.NewID("lr_")
+	run, err := s.store.CreateLineRun(ctx, store.LineRun{ID: id, LineName: name, Status: "queued", LineVersionID: &vid,
+		RunParams: params, Trigger: store.TriggerSummary{Source: "manual", Payload: map[string]any{"source": "manual"}},
+		TriggeredByActor: map[string]any{"type": "token", "name": c.GetString(actorKey)}, WorkflowID: workflows.LineRunWorkflowID(id)})
+	if err != nil {
+		return err
+	}
+	in := workflows.LineRunInput{RunID: id, LineName: name, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: params,
+		Trigger: map[string]any{"source": "manual"}}
+	if err := s.dispatchLineRun(ctx, in); err != nil {
+		return err
+	}
+	out, err := lineRunJSON(run, true)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusCreated, out)
+	return nil
+}
+
+// dispatchLineRun starts the manager workflow, or marks the run failed with
+// dispatch_failed when the engine does not take it.
+func (s *Server) dispatchLineRun(ctx context.Context, in workflows.LineRunInput) error {
+	if err := s.cfg.Runs.StartLineRun(ctx, in); err != nil {
+		now := time.Now().UTC()
+		code, msg := "dispatch_failed", "the line run could not be dispatched: "+err.Error()
+		_, _ = s.store.UpdateLineRun(context.WithoutCancel(ctx), in.RunID, func(r *store.LineRun) error {
+			r.Status, r.CompletedAt, r.ErrorMessage = "failed", &now, &msg
+			r.Failure = &store.LineRunFailure{Code: &code, Domain: "platform", ErrorMessage: &msg}
+			return nil
+		})
+		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept line run %s", in.RunID)
+	}
+	return nil
+}
+
+func problemsInvalid(ps manifests.Problems) error {
+	detail := make([]FieldError, len(ps))
+	for i, p := range ps {
+		loc := []any{"body"}
+		for _, part := range strings.Split(p.Path, ".") {
+			loc = append(loc, part)
+		}
+		detail[i] = FieldError{Loc: loc, Msg: p.Message, Type: "value_error"}
+	}
+	return &InvalidInput{Detail: detail}
+}
+
+func (s *Server) listLineRuns(c *gin.Context) error {
+	ctx := c.Request.Context()
+	limit, offset, err := page(c)
+	if err != nil {
+		return err
+	}
+	if _, err := s.store.GetLine(ctx, c.Param("name")); err != nil {
+		return err
+	}
+	runs, err := s.store.ListLineRuns(ctx, store.LineRunFilter{LineName: c.Param("name"), Limit: limit, Offset: offset})
+	if err != nil {
+		return err
+	}
+	out := make([]map[string]any, len(runs))
+	for i, r := range runs {
+		if out[i], err = lineRunJSON(r, false); err != nil {
+			return err
+		}
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getLineRun(c *gin.Context) error {
+	r, err := s.store.GetLineRun(c.Request.Context(), c.Param("run_id"))
+	if err != nil {
+		return err
+	}
+	out, err := lineRunJSON(r, true)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+var finalLineStatuses = map[string]bool{"succeeded": true, "failed": true, "cancelled": true}
+
+func (s *Server) stopLineRun(c *gin.Context) error {
+	ctx := c.Request.Context()
+	var req stopRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	r, err := s.store.GetLineRun(ctx, c.Param("run_id"))
+	if err != nil {
+		return err
+	}
+	if !finalLineStatuses[r.Status] {
+		reason := "stopped by " + c.GetString(actorKey)
+		if req.Reason != nil && *req.Reason != "" {
+			reason = *req.Reason
+		}
+		if r, err = s.store.UpdateLineRun(ctx, r.ID, func(r *store.LineRun) error { r.StopReason = &reason; return nil }); err != nil {
+			return err
+		}
+		if s.cfg.Runs == nil {
+			return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
+		}
+		if err := s.cfg.Runs.CancelLineRun(ctx, r.ID); err != nil {
+			return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the stop of %s", r.ID)
+		}
+	}
+	out, err := lineRunJSON(r, true)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusAccepted, out)
+	return nil
+}
+
+type controlRequest struct {
+	Action       *string `json:"action"`
+	FromStage    *string `json:"from_stage"`
+	TransitionID *string `json:"transition_id"`
+	Option       *string `json:"option"`
+}
+
+func (s *Server) controlLineRun(c *gin.Context) error {
+	ctx := c.Request.Context()
+	var req controlRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	r, err := s.store.GetLineRun(ctx, c.Param("run_id"))
+	if err != nil {
+		return err
+	}
+	switch {
+	case req.Action == nil:
+		return invalid("control_payload_invalid", "action is required: select or retry", "body", "action")
+	case *req.Action == "select":
+		if req.TransitionID == nil || req.Option == nil {
+			return invalid("control_missing_id", "select needs transition_id and option", "body")
+		}
+		return invalid("control_target_invalid", fmt.Sprintf("line run %s is not waiting for a selection", r.ID), "body", "transition_id")
+	case *req.Action != "retry":
+		return invalid("control_payload_invalid", "action must be select or retry", "body", "action")
+	}
+	return s.retryLineRun(c, r, req.FromStage)
+}
+
+// retryLineRun starts a new line run that begins at the failed stage (or
+// fromStage) with the earlier stages' results carried over.
+func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *string) error {
+	ctx := c.Request.Context()
+	if old.Status != "failed" && old.Status != "cancelled" {
+		return invalid("retry_snapshot_invalid", fmt.Sprintf("only a failed or cancelled line run can be retried; %s is %s", old.ID, old.Status), "body", "action")
+	}
+	if old.LineVersionID == nil || len(old.Stages) == 0 {
+		return invalid("retry_snapshot_invalid", "the line run has no stage to retry from", "body", "from_stage")
+	}
+	v, err := s.store.GetLineVersionByID(ctx, *old.LineVersionID)
+	if err != nil {
+		return err
+	}
+	var m manifests.LineManifest
+	if err := json.Unmarshal(v.Manifest, &m); err != nil {
+		return err
+	}
+	from := old.Stages[len(old.Stages)-1].StageName
+	if old.Failure != nil && old.Failure.StageName != nil {
+		from = *old.Failure.StageName
+	}
+	if fromStage != nil {
+		from = *fromStage
+	}
+	// The snapshot: the latest visit of every stage, and the params the
+	// retried stage last ran with.
+	state := &workflows.LineState{Stage: from, Iterations: map[string]int{}, Transitions: map[string]int{}, Results: map[string]manifests.StageResult{},
+		StartedAt: time.Now().UTC()}
+	found := false
+	for _, st := range old.Stages {
+		if st.StageName == from {
+			found = true
+			if st.JobRunID != nil {
+				if jr, err := s.store.GetJobRun(ctx, *st.JobRunID); err == nil {
+					state.StageParams = jr.RunParams
+				}
+			}
+			continue
+		}
+		state.Iterations[st.StageName] = st.Iteration
+		jr := ""
+		if st.JobRunID != nil {
+			jr = *st.JobRunID
+		}
+		state.Results[st.StageName] = manifests.StageResult{Status: st.Status, Outputs: old.StageOutputs[st.StageName], JobRunID: jr, Iteration: st.Iteration}
+	}
+	if !found {
+		return invalid("retry_snapshot_invalid", fmt.Sprintf("stage %q was not visited by line run %s", from, old.ID), "body", "from_stage")
+	}
+	for _, t := range old.Transitions {
+		state.Transitions[t.ID] = max(state.Transitions[t.ID], t.Iteration)
+	}
+	jobs, err := s.resolveStageJobs(ctx, m)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Runs == nil {
+		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
+	}
+	id := store.NewID("lr_")
+	oldID := old.ID
+	run, err := s.store.CreateLineRun(ctx, store.LineRun{ID: id, LineName: old.LineName, Status: "queued", LineVersionID: old.LineVersionID,
+		RunParams: old.RunParams, Trigger: old.Trigger, RetryOf: &oldID,
+		TriggeredByActor: map[string]any{"type": "token", "name": c.GetString(actorKey)}, WorkflowID: workflows.LineRunWorkflowID(id)})
+	if err != nil {
+		return err
+	}
+	in := workflows.LineRunInput{RunID: id, LineName: old.LineName, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: old.RunParams,
+		Trigger: old.Trigger.Payload, State: state}
+	if err := s.dispatchLineRun(ctx, in); err != nil {
+		return err
+	}
+	out, err := lineRunJSON(run, true)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusAccepted, out)
+	return nil
+}
