@@ -132,9 +132,12 @@ type RecordStageInput struct {
 // outputs and artifacts.
 func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) error {
 	v := in.Visit
-	var artifacts []map[string]any
+	var (
+		artifacts []map[string]any
+		started   *time.Time
+	)
 	if jr, err := a.Store.GetJobRun(ctx, v.JobRunID); err == nil {
-		artifacts = jr.ArtifactRefs
+		artifacts, started = jr.ArtifactRefs, jr.StartedAt
 	}
 	now := a.now()
 	_, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
@@ -146,7 +149,7 @@ func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) error
 		id := v.JobRunID
 		r.Stages = append(r.Stages, store.LineRunStage{StageName: v.Stage, StageOrder: v.Order, Iteration: v.Iteration,
 			Status: v.Status, JobRunID: &id, ComputeCostCents: v.CostCents, TotalCostCents: v.CostCents, CostRatedAt: &now,
-			CompletedAt: &now, ArtifactCount: len(artifacts)})
+			StartedAt: started, CompletedAt: &now, ArtifactCount: len(artifacts)})
 		if v.Outputs != nil {
 			r.StageOutputs[v.Stage] = v.Outputs
 		}

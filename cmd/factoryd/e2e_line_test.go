@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/linefactory/linefactory/workflows"
+)
+
+const loopJob = `[job]
+name = "inc"
+[job.params.label]
+type = "string"
+default = "x"
+[run.sandbox]
+mode = "ensure"
+name = "counter"
+image = "local"
+[[run.tasks]]
+name = "t"
+[[run.tasks.steps]]
+exec = ["sh", "-c", "sleep 0.3; n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; echo n=$n >> $SVC_OUTPUT"]
+outputs = ["n"]
+[outputs.n]
+type = "integer"
+`
+
+const greetJob = `[job]
+name = "greet"
+[job.params.who]
+type = "string"
+default = "world"
+[[run.tasks]]
+name = "t"
+[[run.tasks.steps]]
+exec = ["sh", "-c", "echo greeting=hello-{{who}} >> $SVC_OUTPUT"]
+outputs = ["greeting"]
+[outputs.greeting]
+type = "string"
+`
+
+const loopLine = `[line]
+name = "loop"
+[trigger]
+type = "manual"
+[[stages]]
+id = "start"
+job = "greet"
+[[stages]]
+id = "inc"
+job = "inc"
+[[stages]]
+id = "end"
+job = "greet"
+[[transitions]]
+type = "conditional"
+id = "go"
+from = "start"
+to = "inc"
+when = { op = "eq", left = { type = "stage", path = "status" }, right = { type = "literal", value = "succeeded" } }
+[[transitions]]
+type = "conditional"
+id = "again"
+from = "inc"
+to = "inc"
+max_iterations = 5
+when = { op = "ne", left = { type = "stage", path = "outputs.n" }, right = { type = "literal", value = 3 } }
+[[transitions]]
+type = "conditional"
+id = "done"
+from = "inc"
+to = "end"
+when = { op = "eq", left = { type = "stage", path = "outputs.n" }, right = { type = "literal", value = 3 } }
+params = { who = { type = "output", stage = "start", name = "greeting" } }
+`
+
+func (d *daemon) waitLine(id string, limit time.Duration) map[string]any {
+	d.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		_, m := d.call("GET", "/factory/line-runs/"+id, "", nil)
+		switch m["status"] {
+		case "succeeded", "failed", "cancelled":
+			return m
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("line run %s still %v after %s", id, m["status"], limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestEndToEndLineRun(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), nil)
+	d.deploy("inc", loopJob)
+	d.deploy("greet", greetJob)
+	d.deploy("sleepy", "[job]\nname = \"sleepy\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"sleep 7654\"]\n")
+	if code, m := d.call("POST", "/factory/lines/loop/deploy", "application/toml", []byte(loopLine)); code != 201 {
+		t.Fatalf("deploy line: %d %v", code, m)
+	}
+	code, m := d.call("POST", "/factory/lines/loop/runs", "application/json", []byte(`{"params":{"who":"line"}}`))
+	if code != 201 {
+		t.Fatalf("start: %d %v", code, m)
+	}
+	id := m["id"].(string)
+
+	// The manager's state query answers mid-run.
+	var port string
+	for _, kv := range d.env {
+		if v, ok := strings.CutPrefix(kv, "FACTORY_TEMPORAL_PORT="); ok {
+			port = v
+		}
+	}
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + port, Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var state map[string]any
+	for {
+		v, err := c.QueryWorkflow(ctx, workflows.LineRunWorkflowID(id), "", workflows.StateQuery)
+		if err == nil && v.Get(&state) == nil && state["line_run_id"] == id {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("state query never answered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	run := d.waitLine(id, 2*time.Minute)
+	if run["status"] != "succeeded" {
+		b, _ := json.MarshalIndent(run, "", " ")
+		t.Fatalf("line run: %s", b)
+	}
+	var got []string
+	for _, s := range run["stages"].([]any) {
+		s := s.(map[string]any)
+		got = append(got, s["stage_name"].(string)+"#"+jsonString(s["iteration"])+":"+jsonString(s["outcome"]))
+	}
+	if want := "start#1:go inc#1:again inc#2:again inc#3:done end#1:null"; strings.Join(got, " ") != want {
+		t.Fatalf("stages %v, want %s", got, want)
+	}
+	if turns := run["manager_turns"].([]any); len(turns) != 5 {
+		t.Fatalf("manager turns: %v", turns)
+	}
+	if out := run["stage_outputs"].(map[string]any)["end"].(map[string]any); out["greeting"] != "hello-hello-line" {
+		t.Fatalf("end stage outputs %v", out)
+	}
+	if run["total_cost_cents"].(float64) < 5 || run["cost_rated_at"] == nil {
+		t.Fatalf("costs: %v %v", run["total_cost_cents"], run["cost_rated_at"])
+	}
+
+	// A stopped line leaves no running job run or process.
+	sleepLine := "[line]\nname = \"nap\"\n[trigger]\ntype = \"manual\"\n[[stages]]\nid = \"nap\"\njob = \"sleepy\"\n"
+	if code, m := d.call("POST", "/factory/lines/nap/deploy", "application/toml", []byte(sleepLine)); code != 201 {
+		t.Fatalf("deploy nap: %d %v", code, m)
+	}
+	_, m = d.call("POST", "/factory/lines/nap/runs", "application/json", nil)
+	id = m["id"].(string)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(processesWith("sleep 7654")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stage never started")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, m := d.call("POST", "/factory/line-runs/"+id+"/stop", "application/json", []byte(`{"reason":"e2e stop"}`)); code != 202 {
+		t.Fatalf("stop: %d %v", code, m)
+	}
+	run = d.waitLine(id, 30*time.Second)
+	failure := run["failure"].(map[string]any)
+	if run["status"] != "cancelled" || failure["code"] != "user_cancelled" || failure["domain"] != "user" || !strings.Contains(run["error_message"].(string), "e2e stop") {
+		t.Fatalf("stopped line: %v", run)
+	}
+	jobRunID := run["stages"].([]any)[0].(map[string]any)["job_run_id"].(string)
+	_, jr := d.call("GET", "/job-runs/"+jobRunID, "", nil)
+	if jr["status"] != "cancelled" {
+		t.Fatalf("the stage's job run is %v", jr["status"])
+	}
+	if left := processesWith("sleep 7654"); len(left) > 0 {
+		t.Fatalf("processes left: %v", left)
+	}
+}
+
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return strings.Trim(string(b), `"`)
+}
