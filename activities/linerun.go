@@ -55,8 +55,8 @@ type RecordTurnInput struct {
 }
 
 // RecordTurn appends a manager turn; the first turn marks the run running.
-func (a *Activities) RecordTurn(ctx context.Context, in RecordTurnInput) error {
-	_, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+func (a *Activities) RecordTurn(ctx context.Context, in RecordTurnInput) (store.LineRun, error) {
+	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		if len(r.ManagerTurns) >= in.Turn {
 			return nil // a retried activity
 		}
@@ -71,7 +71,6 @@ func (a *Activities) RecordTurn(ctx context.Context, in RecordTurnInput) error {
 		}
 		return nil
 	})
-	return err
 }
 
 // CreateStageRunInput makes the job run of a stage visit.
@@ -130,7 +129,7 @@ type RecordStageInput struct {
 
 // RecordStage appends a stage visit to the line run with its costs,
 // outputs and artifacts.
-func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) error {
+func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) (store.LineRun, error) {
 	v := in.Visit
 	var (
 		artifacts []map[string]any
@@ -140,7 +139,7 @@ func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) error
 		artifacts, started = jr.ArtifactRefs, jr.StartedAt
 	}
 	now := a.now()
-	_, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		for _, s := range r.Stages {
 			if s.JobRunID != nil && *s.JobRunID == v.JobRunID {
 				return nil // a retried activity
@@ -168,7 +167,6 @@ func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) error
 		r.CostRatedAt = &now
 		return nil
 	})
-	return err
 }
 
 // RecordTransitionInput records a routing decision.
@@ -183,8 +181,8 @@ type RecordTransitionInput struct {
 
 // RecordTransition appends a taken transition and sets the outcome of the
 // stage visit it leaves.
-func (a *Activities) RecordTransition(ctx context.Context, in RecordTransitionInput) error {
-	_, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+func (a *Activities) RecordTransition(ctx context.Context, in RecordTransitionInput) (store.LineRun, error) {
+	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		for _, t := range r.Transitions {
 			if t.ID == in.ID && t.Iteration == in.Iteration {
 				return nil
@@ -200,7 +198,6 @@ func (a *Activities) RecordTransition(ctx context.Context, in RecordTransitionIn
 		}
 		return nil
 	})
-	return err
 }
 
 // FinishLineRunInput ends a line run.

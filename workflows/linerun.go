@@ -95,11 +95,10 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		}
 	}
 	st.Turn++
-	_ = workflow.SetQueryHandler(ctx, StateQuery, func() (map[string]any, error) {
-		return map[string]any{"line_run_id": in.RunID, "line_name": in.LineName, "status": "running", "stage": st.Stage,
-			"visits": st.Visits, "iterations": st.Iterations, "transitions": st.Transitions, "cost_cents": st.CostCents,
-			"turn": st.Turn, "results": st.Results}, nil
-	})
+	// The state query answers with the line-run record as the activities
+	// last wrote it: the same JSON as GET /factory/line-runs/{id}.
+	var summary store.LineRun
+	_ = workflow.SetQueryHandler(ctx, StateQuery, func() (store.LineRun, error) { return summary, nil })
 	end := func(status string, f *activities.Failure) (LineRunResult, error) {
 		dctx, _ := workflow.NewDisconnectedContext(book)
 		if ctx.Err() != nil && status != activities.StatusSucceeded {
@@ -110,7 +109,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	}
 	info := workflow.GetInfo(ctx)
 	turn := activities.RecordTurnInput{RunID: in.RunID, WorkflowRunID: info.WorkflowExecution.RunID, State: "visiting " + st.Stage, StartedAt: workflow.Now(ctx), Turn: st.Turn}
-	if err := workflow.ExecuteActivity(book, a.RecordTurn, turn).Get(book, nil); err != nil {
+	if err := workflow.ExecuteActivity(book, a.RecordTurn, turn).Get(book, &summary); err != nil {
 		return LineRunResult{}, err
 	}
 	if len(m.Stages) == 0 {
@@ -179,7 +178,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		st.CostCents += res.CostCents
 		// Recorded even when the run is being stopped.
 		rctx, _ := workflow.NewDisconnectedContext(book)
-		if err := workflow.ExecuteActivity(rctx, a.RecordStage, activities.RecordStageInput{RunID: in.RunID, Visit: visit}).Get(rctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(rctx, a.RecordStage, activities.RecordStageInput{RunID: in.RunID, Visit: visit}).Get(rctx, &summary); err != nil {
 			return LineRunResult{}, err
 		}
 		if timedOut {
@@ -212,7 +211,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	}
 	st.Transitions[next.transition]++
 	if err := workflow.ExecuteActivity(book, a.RecordTransition, activities.RecordTransitionInput{RunID: in.RunID, ID: next.transition,
-		From: stage.ID, To: next.stage, Iteration: st.Transitions[next.transition], At: workflow.Now(ctx)}).Get(book, nil); err != nil {
+		From: stage.ID, To: next.stage, Iteration: st.Transitions[next.transition], At: workflow.Now(ctx)}).Get(book, &summary); err != nil {
 		return LineRunResult{}, err
 	}
 	st.Stage, st.StageParams = next.stage, next.params

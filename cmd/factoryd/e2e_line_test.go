@@ -126,7 +126,7 @@ func TestEndToEndLineRun(t *testing.T) {
 	var state map[string]any
 	for {
 		v, err := c.QueryWorkflow(ctx, workflows.LineRunWorkflowID(id), "", workflows.StateQuery)
-		if err == nil && v.Get(&state) == nil && state["line_run_id"] == id {
+		if err == nil && v.Get(&state) == nil && state["id"] == id && state["status"] == "running" {
 			break
 		}
 		if ctx.Err() != nil {
