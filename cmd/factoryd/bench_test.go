@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 )
 
 func parseTime(t testing.TB, v any) time.Time {
@@ -71,4 +78,111 @@ func BenchmarkJobRunThroughput(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "runs/s")
+}
+
+// benchTrue is the bare-Temporal baseline's step: run `true`.
+func benchTrue(ctx context.Context) error { return exec.CommandContext(ctx, "true").Run() }
+
+// bareStage is one stage of the baseline: a workflow with one activity.
+func bareStage(ctx workflow.Context) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	return workflow.ExecuteActivity(ctx, "BenchTrue").Get(ctx, nil)
+}
+
+// bareThree is the baseline of a three-stage line: three child workflows
+// in sequence.
+func bareThree(ctx workflow.Context) error {
+	for i := 0; i < 3; i++ {
+		if err := workflow.ExecuteChildWorkflow(ctx, "BenchBareStage").Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BenchmarkLineRuns runs 20 three-stage lines of one-step jobs at once and
+// reports line runs per second, then the same work as bare Temporal
+// workflows (three child workflows of one activity each) on the same
+// server, and the ratio of the two.
+func BenchmarkLineRuns(b *testing.B) {
+	d := startDaemon(b, b.TempDir(), nil)
+	d.deploy("one", "[job]\nname = \"one\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
+	line := "[line]\nname = \"three\"\n[trigger]\ntype = \"manual\"\n" +
+		"[[stages]]\nid = \"a\"\njob = \"one\"\n[[stages]]\nid = \"b\"\njob = \"one\"\n[[stages]]\nid = \"c\"\njob = \"one\"\n" +
+		"[[transitions]]\ntype = \"conditional\"\nid = \"ab\"\nfrom = \"a\"\nto = \"b\"\nwhen = { op = \"always\" }\n" +
+		"[[transitions]]\ntype = \"conditional\"\nid = \"bc\"\nfrom = \"b\"\nto = \"c\"\nwhen = { op = \"always\" }\n"
+	if code, m := d.call("POST", "/factory/lines/three/deploy", "application/toml", []byte(line)); code != 201 {
+		b.Fatalf("deploy: %d %v", code, m)
+	}
+	const n = 20
+	runLines := func() time.Duration {
+		start := time.Now()
+		ids := make([]string, n)
+		var wg sync.WaitGroup
+		for i := range ids {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				_, m := d.call("POST", "/factory/lines/three/runs", "application/json", nil)
+				ids[i], _ = m["id"].(string)
+			}(i)
+		}
+		wg.Wait()
+		for _, id := range ids {
+			if run := d.waitLine(id, 5*time.Minute); run["status"] != "succeeded" {
+				b.Fatalf("line run %v", run)
+			}
+		}
+		return time.Since(start)
+	}
+
+	var port string
+	for _, kv := range d.env {
+		if v, ok := strings.CutPrefix(kv, "FACTORY_TEMPORAL_PORT="); ok {
+			port = v
+		}
+	}
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + port, Namespace: "default"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	w := worker.New(c, "bench-bare", worker.Options{})
+	w.RegisterWorkflowWithOptions(bareThree, workflow.RegisterOptions{Name: "BenchBareThree"})
+	w.RegisterWorkflowWithOptions(bareStage, workflow.RegisterOptions{Name: "BenchBareStage"})
+	w.RegisterActivityWithOptions(benchTrue, activity.RegisterOptions{Name: "BenchTrue"})
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	runBare := func() time.Duration {
+		start := time.Now()
+		runs := make([]client.WorkflowRun, n)
+		for i := range runs {
+			r, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{TaskQueue: "bench-bare"}, "BenchBareThree")
+			if err != nil {
+				b.Fatal(err)
+			}
+			runs[i] = r
+		}
+		for _, r := range runs {
+			if err := r.Get(context.Background(), nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	runLines()
+	runBare() // warm up both
+	b.ResetTimer()
+	var lineTime, bareTime time.Duration
+	for i := 0; i < b.N; i++ {
+		lineTime += runLines()
+		bareTime += runBare()
+	}
+	lineRate := float64(n*b.N) / lineTime.Seconds()
+	bareRate := float64(n*b.N) / bareTime.Seconds()
+	b.ReportMetric(lineRate, "line-runs/s")
+	b.ReportMetric(bareRate, "bare-runs/s")
+	b.ReportMetric(lineRate/bareRate, "ratio")
 }
