@@ -96,7 +96,7 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	outcomes := make([]taskOutcome, len(m.Run.Tasks))
 	failFast := *m.Run.FailFast
 	anyFailed := false
-	runTask := func(tctx workflow.Context, i int) {
+	visit := func(tctx workflow.Context, i int) {
 		outcomes[i] = runTask(tctx, in, &m, i, params, claims[m.Run.Tasks[i].Name])
 		if outcomes[i].failed {
 			anyFailed = true
@@ -120,7 +120,7 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 			running++
 			i := i
 			workflow.Go(runCtx, func(gctx workflow.Context) {
-				runTask(gctx, i)
+				visit(gctx, i)
 				done.Send(gctx, struct{}{})
 			})
 		}
@@ -132,7 +132,7 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 			if runCtx.Err() != nil {
 				break
 			}
-			runTask(runCtx, i)
+			visit(runCtx, i)
 		}
 	}
 

@@ -289,3 +289,78 @@ func TestLineRunStop(t *testing.T) {
 		t.Fatalf("stop: %s %+v", res.Status, res.Failure)
 	}
 }
+
+func TestBindParamsAllKinds(t *testing.T) {
+	job := manifests.JobManifest{Job: manifests.JobSection{Params: map[string]manifests.JobParamSpec{
+		"a": {Type: manifests.TypeString}, "b": {Type: manifests.TypeString}, "c": {Type: manifests.TypeInteger},
+		"d": {Type: manifests.TypeString}, "e": {Type: manifests.TypeString},
+	}}}
+	in := LineRunInput{Params: map[string]any{"name": "ann", "d": "from-run", "unrelated": 1}}
+	st := &LineState{Results: map[string]manifests.StageResult{"s1": {Status: "succeeded", Outputs: map[string]any{"n": 7.0}}}}
+	got, err := bindParams(map[string]manifests.ParamBinding{
+		"a": {Type: manifests.BindInput, Name: "name"},
+		"b": {Type: manifests.BindLiteral, Value: "lit"},
+		"c": {Type: manifests.BindOutput, Stage: "s1", Name: "n"},
+	}, in, st, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"a": "ann", "b": "lit", "c": 7.0, "d": "from-run"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	for name, b := range map[string]manifests.ParamBinding{
+		"missing output": {Type: manifests.BindOutput, Stage: "s1", Name: "zzz"},
+		"stage not run":  {Type: manifests.BindOutput, Stage: "s9", Name: "n"},
+		"missing input":  {Type: manifests.BindInput, Name: "zzz"},
+	} {
+		if _, err := bindParams(map[string]manifests.ParamBinding{"a": b}, in, st, job); err == nil {
+			t.Errorf("%s: bound without error", name)
+		}
+	}
+}
+
+// TestLineRunRetryFromSnapshot: a retried line run starts at the given stage
+// with the earlier stages' results carried over.
+func TestLineRunRetryFromSnapshot(t *testing.T) {
+	f := newFixture(t)
+	in := lineInput(t, lineHead+`
+[[stages]]
+id = "first"
+job = "hello"
+[[stages]]
+id = "second"
+job = "hello"
+[[transitions]]
+type = "conditional"
+id = "next"
+from = "first"
+to = "second"
+when = { op = "always" }
+[[stages]]
+id = "third"
+job = "hello"
+[[transitions]]
+type = "conditional"
+id = "carried"
+from = "second"
+to = "third"
+when = { op = "eq", left = { type = "stage", stage = "first", path = "outputs.greeting" }, right = { type = "literal", value = "hi-carried" } }
+`, nil)
+	in.State = &LineState{Stage: "second", StageParams: map[string]any{"who": "retried"}, Iterations: map[string]int{"first": 1},
+		Transitions: map[string]int{"next": 1}, Results: map[string]manifests.StageResult{"first": {Status: "succeeded", Outputs: map[string]any{"greeting": "hi-carried"}}},
+		StartedAt: time.Now()}
+	res, rec := f.runLine(t, in, nil)
+	if res.Status != activities.StatusSucceeded {
+		t.Fatalf("retry: %s %+v", res.Status, res.Failure)
+	}
+	// The run began at the retried stage, and routing saw the carried result.
+	if len(rec.Stages) != 2 || rec.Stages[0].StageName != "second" || rec.Stages[1].StageName != "third" || rec.StageOutputs["second"]["greeting"] != "hi-retried" {
+		t.Fatalf("stages %+v outputs %v", rec.Stages, rec.StageOutputs)
+	}
+}
