@@ -77,12 +77,8 @@ func (s *Server) resolveStageJobs(ctx context.Context, m manifests.LineManifest)
 		if err := json.Unmarshal(v.Manifest, &jm); err != nil {
 			return nil, err
 		}
-		for ti, t := range jm.Run.Tasks {
-			for si, step := range t.Steps {
-				if step.RunAgent != nil {
-					return nil, invalid("run_agent_unsupported", fmt.Sprintf("stage %s: job %s run.tasks[%d].steps[%d] is a run_agent step, which this server does not support yet", st.ID, st.Job, ti, si), "body")
-				}
-			}
+		if msg := workflows.Unsupported(jm); msg != "" {
+			return nil, invalid("run_agent_unsupported", fmt.Sprintf("stage %s (job %s): %s; the run was not started", st.ID, st.Job, msg), "body")
 		}
 		jobs[st.ID] = workflows.StageJob{JobName: st.Job, JobVersionID: v.ID, Manifest: jm}
 	}

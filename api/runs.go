@@ -73,22 +73,10 @@ func (s *Server) startJobRun(c *gin.Context) error {
 	}
 	params, ps := manifests.ApplyParams(m.Job.Params, req.Params)
 	if ps != nil {
-		detail := make([]FieldError, len(ps))
-		for i, p := range ps {
-			loc := []any{"body"}
-			for _, part := range strings.Split(p.Path, ".") {
-				loc = append(loc, part)
-			}
-			detail[i] = FieldError{Loc: loc, Msg: p.Message, Type: "value_error"}
-		}
-		return &InvalidInput{Detail: detail}
+		return problemsInvalid(ps)
 	}
-	for i, t := range m.Run.Tasks {
-		for j, st := range t.Steps {
-			if st.RunAgent != nil {
-				return invalid("run_agent_unsupported", fmt.Sprintf("run.tasks[%d].steps[%d]: run_agent steps are not supported by this server yet; the run was not started", i, j), "body")
-			}
-		}
+	if msg := workflows.Unsupported(m); msg != "" {
+		return invalid("run_agent_unsupported", msg+"; the run was not started", "body")
 	}
 	if s.cfg.Runs == nil {
 		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine (roles without Temporal)")

@@ -75,7 +75,7 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	if err := workflow.ExecuteActivity(book, a.StartRun, activities.StartRunInput{RunID: in.RunID, Manifest: m}).Get(book, nil); err != nil {
 		return JobRunResult{}, err
 	}
-	if msg := unsupported(m); msg != "" {
+	if msg := Unsupported(m); msg != "" {
 		return finish(activities.FinishRunInput{Status: activities.StatusFailed, ErrorCode: "RUN_AGENT_UNSUPPORTED", ErrorMessage: msg, FailureClass: "config"})
 	}
 
@@ -165,9 +165,10 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	return finish(fin)
 }
 
-// unsupported names the first run_agent step: agents come with a later
-// issue, and a run that needs one is rejected rather than half-run.
-func unsupported(m manifests.JobManifest) string {
+// Unsupported names the first run_agent step of a job, or returns "":
+// agents come with a later issue, and a run that needs one is rejected
+// rather than half-run.
+func Unsupported(m manifests.JobManifest) string {
 	for i, t := range m.Run.Tasks {
 		for j, s := range t.Steps {
 			if s.RunAgent != nil {
