@@ -56,8 +56,10 @@ type taskOutcome struct {
 // reduced outputs. It records everything in the run record as it goes.
 func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) {
 	m := in.Manifest
-	manifests.NormalizeJob(&m)
+	// Map iterations below only fill maps, so their order cannot leak.
+	manifests.NormalizeJob(&m) //workflowcheck:ignore
 	params := map[string]any{manifests.ReservedRunID: in.RunID}
+	//workflowcheck:ignore
 	for k, v := range in.Params {
 		params[k] = v
 	}
@@ -92,7 +94,7 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 		}
 	}
 
-	claims := manifests.Claims(&m)
+	claims := manifests.Claims(&m) //workflowcheck:ignore (keys are sorted)
 	outcomes := make([]taskOutcome, len(m.Run.Tasks))
 	failFast := *m.Run.FailFast
 	anyFailed := false
