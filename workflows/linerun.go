@@ -104,6 +104,10 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		if ctx.Err() != nil && status != activities.StatusSucceeded {
 			status, f = activities.StatusCancelled, failure("user_cancelled", "the line run was stopped")
 		}
+		if f != nil && f.StageName == nil && st.Stage != "" && f.Code != "manifest_no_stages" {
+			stage := st.Stage
+			f.StageName = &stage
+		}
 		err := workflow.ExecuteActivity(dctx, a.FinishLineRun, activities.FinishLineRunInput{RunID: in.RunID, Status: status, Failure: f}).Get(dctx, nil)
 		return LineRunResult{Status: status, Failure: f}, err
 	}

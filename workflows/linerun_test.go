@@ -267,7 +267,7 @@ params = { who = { type = "output", stage = "a", name = "nope" } }
 			if res.Status != activities.StatusFailed || res.Failure == nil || res.Failure.Code != tc.code || res.Failure.Domain != tc.domain {
 				t.Fatalf("got %s %+v, want failed %s/%s", res.Status, res.Failure, tc.code, tc.domain)
 			}
-			if rec.Failure == nil || *rec.Failure.Code != tc.code || rec.CompletedAt == nil {
+			if rec.Failure == nil || *rec.Failure.Code != tc.code || rec.CompletedAt == nil || rec.Failure.StageName == nil {
 				t.Fatalf("record failure %+v", rec.Failure)
 			}
 		})
