@@ -167,10 +167,14 @@ func (h *harness) validate(hr *http.Request, resp response) {
 
 func matchPath(pattern, path string) (map[string]string, bool) {
 	pp, ap := strings.Split(pattern, "/"), strings.Split(path, "/")
+	params := map[string]string{}
+	if n := len(pp) - 1; strings.HasPrefix(pp[n], "*") && len(ap) > n {
+		params[pp[n][1:]] = strings.Join(ap[n:], "/")
+		pp, ap = pp[:n], ap[:n]
+	}
 	if len(pp) != len(ap) {
 		return nil, false
 	}
-	params := map[string]string{}
 	for i := range pp {
 		if strings.HasPrefix(pp[i], ":") {
 			params[pp[i][1:]] = ap[i]

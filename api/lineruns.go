@@ -23,6 +23,7 @@ type LineRunStore interface {
 	GetLineRun(ctx context.Context, id string) (store.LineRun, error)
 	ListLineRuns(ctx context.Context, f store.LineRunFilter) ([]store.LineRun, error)
 	UpdateLineRun(ctx context.Context, id string, change func(*store.LineRun) error) (store.LineRun, error)
+	FindLineRunsByDelivery(ctx context.Context, source, deliveryID string) ([]store.LineRun, error)
 }
 
 // lineRunDetailFields are the keys of a line run that only single-run
@@ -117,24 +118,8 @@ func (s *Server) startLineRun(c *gin.Context) error {
 	if ps != nil {
 		return problemsInvalid(ps)
 	}
-	jobs, err := s.resolveStageJobs(ctx, m)
+	run, err := s.launchLine(ctx, name, v, m, params, store.TriggerSummary{Source: "manual", Payload: map[string]any{"source": "manual"}}, c.GetString(actorKey))
 	if err != nil {
-		return err
-	}
-	if s.cfg.Runs == nil {
-		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
-	}
-	vid := v.ID
-	id := store.NewID("lr_")
-	run, err := s.store.CreateLineRun(ctx, store.LineRun{ID: id, LineName: name, Status: "queued", LineVersionID: &vid,
-		RunParams: params, Trigger: store.TriggerSummary{Source: "manual", Payload: map[string]any{"source": "manual"}},
-		TriggeredByActor: map[string]any{"type": "token", "name": c.GetString(actorKey)}, WorkflowID: workflows.LineRunWorkflowID(id)})
-	if err != nil {
-		return err
-	}
-	in := workflows.LineRunInput{RunID: id, LineName: name, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: params,
-		Trigger: map[string]any{"source": "manual"}}
-	if err := s.dispatchLineRun(ctx, in); err != nil {
 		return err
 	}
 	out, err := lineRunJSON(run, true)
@@ -143,6 +128,28 @@ func (s *Server) startLineRun(c *gin.Context) error {
 	}
 	c.JSON(http.StatusCreated, out)
 	return nil
+}
+
+// launchLine records a new line run of version v and starts its manager.
+func (s *Server) launchLine(ctx context.Context, name string, v store.LineVersion, m manifests.LineManifest, params map[string]any,
+	trigger store.TriggerSummary, actor string) (store.LineRun, error) {
+	jobs, err := s.resolveStageJobs(ctx, m)
+	if err != nil {
+		return store.LineRun{}, err
+	}
+	if s.cfg.Runs == nil {
+		return store.LineRun{}, httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
+	}
+	vid := v.ID
+	id := store.NewID("lr_")
+	run, err := s.store.CreateLineRun(ctx, store.LineRun{ID: id, LineName: name, Status: "queued", LineVersionID: &vid,
+		RunParams: params, Trigger: trigger, TriggeredByActor: map[string]any{"type": "token", "name": actor},
+		WorkflowID: workflows.LineRunWorkflowID(id)})
+	if err != nil {
+		return store.LineRun{}, err
+	}
+	in := workflows.LineRunInput{RunID: id, LineName: name, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: params, Trigger: trigger.Payload}
+	return run, s.dispatchLineRun(ctx, in)
 }
 
 // dispatchLineRun starts the manager workflow, or marks the run failed with

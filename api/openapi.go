@@ -153,6 +153,7 @@ func schemas() openapi3.Schemas {
 	startLine := obj(map[string]*openapi3.Schema{"params": freeObject()}, nil)
 	return openapi3.Schemas{
 		"LineRun":             lineRun.NewRef(),
+		"TriggerPayload":      freeObject().NewRef(),
 		"LineRunStartRequest": startLine.NewRef(),
 		"ControlRequest":      control.NewRef(),
 		"JobRun":              jobRun.NewRef(),
@@ -222,6 +223,8 @@ var operations = map[string]opSpec{
 	"GET /factory/line-runs/{run_id}":                       {summary: "Get a line run with its transitions and stage outputs", success: 200, response: ref("LineRun")},
 	"POST /factory/line-runs/{run_id}/stop":                 {summary: "Stop a line run (a finished run is unchanged)", request: "StopRequest", success: 202, response: ref("LineRun")},
 	"POST /factory/line-runs/{run_id}/control":              {summary: "Control a line run: select an option, or retry a failed run as a new run", request: "ControlRequest", success: 202, response: ref("LineRun")},
+	"POST /factory/webhooks/{path}":                         {summary: "Start a run of every line whose webhook trigger has this path (202; 200 with the earlier runs for a repeated X-Delivery-Id)", request: "TriggerPayload", success: 202, response: list("LineRun")},
+	"POST /factory/integrations/{provider}/events":          {summary: "Deliver a provider event to every matching integration trigger (202; 200 for a repeated X-Delivery-Id)", request: "TriggerPayload", success: 202, response: list("LineRun")},
 	"GET /factory/lines/{name}":                             {summary: "Get a line and its latest deployment", success: 200, response: ref("Line")},
 	"PUT /factory/lines/{name}/schedule":                    {summary: "Create or replace a line's schedule", request: "LineScheduleRequest", success: 200, response: ref("LineSchedule")},
 	"GET /factory/lines/{name}/schedule":                    {summary: "Get a line's schedule", success: 200, response: ref("LineSchedule")},
@@ -240,7 +243,7 @@ var operations = map[string]opSpec{
 func openAPIPath(ginPath string) string {
 	parts := strings.Split(ginPath, "/")
 	for i, p := range parts {
-		if strings.HasPrefix(p, ":") {
+		if strings.HasPrefix(p, ":") || strings.HasPrefix(p, "*") {
 			parts[i] = "{" + p[1:] + "}"
 		}
 	}
@@ -319,6 +322,9 @@ func (s *Server) buildOpenAPI() *openapi3.T {
 			success.WithJSONSchemaRef(spec.response)
 		}
 		op.AddResponse(spec.success, success)
+		if strings.HasPrefix(path, "/factory/webhooks/") || strings.HasPrefix(path, "/factory/integrations/") {
+			op.AddResponse(200, openapi3.NewResponse().WithDescription("a repeated delivery: the runs it started before").WithJSONSchemaRef(spec.response))
+		}
 		if spec.success == 201 && !spec.noSame {
 			op.AddResponse(200, openapi3.NewResponse().WithDescription("identical to the latest version: nothing new stored").WithJSONSchemaRef(spec.response))
 		}

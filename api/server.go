@@ -69,6 +69,9 @@ type Config struct {
 	ReadyChecks map[string]func(ctx context.Context) error
 	// Runs starts and stops runs; nil answers run starts with 503.
 	Runs Runs
+	// IntegrationSecrets holds a signing secret per provider; events of a
+	// provider with a secret need a valid X-Signature-256.
+	IntegrationSecrets map[string]string
 }
 
 // Server is the REST API.
@@ -172,6 +175,8 @@ func (s *Server) registerRoutes() {
 	s.handle(http.MethodGet, "/factory/line-runs/:run_id", ScopeRead, s.getLineRun)
 	s.handle(http.MethodPost, "/factory/line-runs/:run_id/stop", ScopeWrite, s.stopLineRun)
 	s.handle(http.MethodPost, "/factory/line-runs/:run_id/control", ScopeWrite, s.controlLineRun)
+	s.handle(http.MethodPost, "/factory/webhooks/*path", ScopeWrite, s.webhook)
+	s.handle(http.MethodPost, "/factory/integrations/:provider/events", ScopeWrite, s.integrationEvent)
 	s.handle(http.MethodPut, "/factory/lines/:name/schedule", ScopeWrite, s.putSchedule)
 	s.handle(http.MethodGet, "/factory/lines/:name/schedule", ScopeRead, s.getSchedule)
 	s.handle(http.MethodDelete, "/factory/lines/:name/schedule", ScopeWrite, s.deleteSchedule)

@@ -24,6 +24,7 @@ import (
 //	TEMPORAL_NAMESPACE       --temporal-namespace  Temporal namespace (default)
 //	FACTORY_TEMPORAL_UI_ADDR --temporal-ui-addr  embedded Web UI address (127.0.0.1:8233; "off" disables)
 //	FACTORY_TEMPORAL_PORT    --temporal-port embedded frontend gRPC port (7233)
+//	FACTORY_INTEGRATION_SECRETS              signing secrets per provider: code_host=s1,chat_tool=s2
 type config struct {
 	HTTPAddr          string
 	DataDir           string
@@ -36,6 +37,8 @@ type config struct {
 	TemporalNamespace string
 	TemporalUIAddr    string
 	TemporalPort      int
+	// IntegrationSecrets are the signing secrets of integration providers.
+	IntegrationSecrets map[string]string
 }
 
 func env(name, def string) string {
@@ -72,6 +75,16 @@ func loadConfig(name string, args []string) (config, error) {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	c.BootstrapToken = os.Getenv("FACTORY_BOOTSTRAP_TOKEN")
+	c.IntegrationSecrets = map[string]string{}
+	if raw := os.Getenv("FACTORY_INTEGRATION_SECRETS"); raw != "" {
+		for _, pair := range strings.Split(raw, ",") {
+			provider, secret, ok := strings.Cut(strings.TrimSpace(pair), "=")
+			if !ok || provider == "" || secret == "" {
+				return c, fmt.Errorf("FACTORY_INTEGRATION_SECRETS: %q is not provider=secret", pair)
+			}
+			c.IntegrationSecrets[provider] = secret
+		}
+	}
 	c.Roles = map[string]bool{}
 	for _, r := range strings.Split(roles, ",") {
 		r = strings.TrimSpace(r)

@@ -1,0 +1,296 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/store"
+)
+
+// Inbound triggers (API.md "Triggers"): a webhook path, or a provider event
+// matched against integration triggers. The trigger envelope is
+//
+//	{"source", "provider", "event_name", "delivery_id", "path", "body": <request body>}
+//
+// and conditions and trigger_path bindings address it (e.g. "body.labels").
+// It is the run's trigger payload; lists leave out its body.
+
+// deployedLine is a line's current version with its decoded manifest.
+type deployedLine struct {
+	name     string
+	version  store.LineVersion
+	manifest manifests.LineManifest
+}
+
+// currentLines loads the current version of every line.
+func (s *Server) currentLines(ctx context.Context) ([]deployedLine, error) {
+	var out []deployedLine
+	for offset := 0; ; offset += MaxLimit {
+		lines, err := s.store.ListLines(ctx, MaxLimit, offset)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range lines {
+			v, err := s.store.LatestLineVersion(ctx, l.Name)
+			if err != nil {
+				continue
+			}
+			var m manifests.LineManifest
+			if err := json.Unmarshal(v.Manifest, &m); err != nil {
+				return nil, err
+			}
+			out = append(out, deployedLine{name: l.Name, version: v, manifest: m})
+		}
+		if len(lines) < MaxLimit {
+			return out, nil
+		}
+	}
+}
+
+// triggerBody reads a JSON request body (empty means {}).
+func triggerBody(c *gin.Context) (any, []byte, error) {
+	data, err := readBody(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return map[string]any{}, data, nil
+	}
+	var body any
+	if err := json.Unmarshal(data, &body); err != nil {
+		return nil, nil, invalid("json_invalid", "the trigger payload must be JSON: "+err.Error(), "body")
+	}
+	return body, data, nil
+}
+
+func deliveryID(c *gin.Context) string {
+	if id := strings.TrimSpace(c.GetHeader("X-Delivery-Id")); id != "" {
+		return id
+	}
+	return store.NewID("dlv_")
+}
+
+// answerStarted answers a trigger with the runs it started (202), or with
+// the runs an earlier delivery of the same id started (200).
+func (s *Server) answerStarted(c *gin.Context, status int, runs []store.LineRun) error {
+	out := make([]map[string]any, len(runs))
+	for i, r := range runs {
+		m, err := lineRunJSON(r, false)
+		if err != nil {
+			return err
+		}
+		out[i] = m
+	}
+	c.JSON(status, out)
+	return nil
+}
+
+func (s *Server) webhook(c *gin.Context) error {
+	ctx := c.Request.Context()
+	path := strings.Trim(c.Param("path"), "/")
+	body, _, err := triggerBody(c)
+	if err != nil {
+		return err
+	}
+	delivery := deliveryID(c)
+	if prior, err := s.store.FindLineRunsByDelivery(ctx, "webhook", delivery); err != nil {
+		return err
+	} else if len(prior) > 0 {
+		return s.answerStarted(c, http.StatusOK, prior)
+	}
+	lines, err := s.currentLines(ctx)
+	if err != nil {
+		return err
+	}
+	event := strings.TrimSpace(c.GetHeader("X-Event-Name"))
+	envelope := map[string]any{"source": "webhook", "path": path, "delivery_id": delivery, "event_name": nilIfEmpty(event), "body": body}
+	var started []store.LineRun
+	for _, l := range lines {
+		t := l.manifest.Trigger
+		if t.Type != manifests.TriggerWebhook || strings.Trim(t.Path, "/") != path {
+			continue
+		}
+		trig := store.TriggerSummary{Source: "webhook", DeliveryID: &delivery, EventName: strPtrOrNil(event), Payload: envelope}
+		run, err := s.launchLine(ctx, l.name, l.version, l.manifest, map[string]any{}, trig, c.GetString(actorKey))
+		if err != nil {
+			return err
+		}
+		started = append(started, run)
+	}
+	if len(started) == 0 {
+		return httpError(http.StatusNotFound, CodeNotFound, "no line listens on webhook path %q", path)
+	}
+	return s.answerStarted(c, http.StatusAccepted, started)
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func strPtrOrNil(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+var integrationProviders = map[string]bool{manifests.ProviderCodeHost: true, manifests.ProviderIssueTrackerA: true, manifests.ProviderChatTool: true}
+
+func (s *Server) integrationEvent(c *gin.Context) error {
+	ctx := c.Request.Context()
+	provider := c.Param("provider")
+	if !integrationProviders[provider] {
+		return httpError(http.StatusNotFound, CodeNotFound, "unknown provider %q (code_host, issue_tracker_a, chat_tool)", provider)
+	}
+	body, raw, err := triggerBody(c)
+	if err != nil {
+		return err
+	}
+	if secret := s.cfg.IntegrationSecrets[provider]; secret != "" {
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write(raw)
+		want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+		if !hmac.Equal([]byte(want), []byte(strings.TrimSpace(c.GetHeader("X-Signature-256")))) {
+			return httpError(http.StatusUnauthorized, CodeAuthRequired, "X-Signature-256 does not match the body (sha256=<hex HMAC-SHA256 of the raw body>)")
+		}
+	}
+	delivery := deliveryID(c)
+	if prior, err := s.store.FindLineRunsByDelivery(ctx, "integration", delivery); err != nil {
+		return err
+	} else if len(prior) > 0 {
+		return s.answerStarted(c, http.StatusOK, prior)
+	}
+	event := strings.TrimSpace(c.GetHeader("X-Event-Name"))
+	envelope := map[string]any{"source": "integration", "provider": provider, "delivery_id": delivery, "event_name": nilIfEmpty(event), "body": body}
+	lines, err := s.currentLines(ctx)
+	if err != nil {
+		return err
+	}
+	var started []store.LineRun
+	for _, l := range lines {
+		t := l.manifest.Trigger
+		if t.Type != manifests.TriggerIntegration || t.Provider != provider || !selectorMatches(provider, t.Selector, body) {
+			continue
+		}
+		ok, err := filtersMatch(t.Filters, envelope)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		params := map[string]any{}
+		for _, name := range sortedMapKeys(t.Outputs) {
+			if v, found := manifests.ResolvePath(envelope, t.Outputs[name].Path); found {
+				params[name] = v
+			}
+		}
+		trig := store.TriggerSummary{Source: "integration", Provider: &provider, DeliveryID: &delivery, EventName: strPtrOrNil(event), Payload: envelope}
+		run, err := s.launchLine(ctx, l.name, l.version, l.manifest, params, trig, c.GetString(actorKey))
+		if err != nil {
+			return err
+		}
+		started = append(started, run)
+	}
+	if len(started) == 0 {
+		return httpError(http.StatusNotFound, CodeNotFound, "no line's %s trigger matches this event", provider)
+	}
+	return s.answerStarted(c, http.StatusAccepted, started)
+}
+
+func sortedMapKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
+
+func filtersMatch(filters []manifests.Condition, envelope map[string]any) (bool, error) {
+	for i, f := range filters {
+		ok, err := manifests.Evaluate(f, manifests.EvalContext{Trigger: envelope})
+		if err != nil {
+			return false, fmt.Errorf("trigger.filters[%d]: %w", i, err)
+		}
+		if !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// selectorMatches applies a selector with scope "selected" to the event's
+// well-known fields: code_host repository (payload.repository.full_name or
+// payload.repository), issue_tracker_a labels (payload.labels, strings or
+// {name}), project (payload.project_id), state (payload.state) and team
+// (payload.team_id), chat_tool channel (payload.channel). Scope "all" (or
+// none) matches every event of the provider.
+func selectorMatches(provider string, sel *manifests.Selector, body any) bool {
+	if sel == nil || sel.Scope != "selected" {
+		return true
+	}
+	str := func(path string) string {
+		v, _ := manifests.ResolvePath(body, path)
+		s, _ := v.(string)
+		return s
+	}
+	in := func(list []string, v string) bool {
+		if len(list) == 0 {
+			return true
+		}
+		for _, x := range list {
+			if x == v {
+				return true
+			}
+		}
+		return false
+	}
+	switch provider {
+	case manifests.ProviderCodeHost:
+		repo := str("repository.full_name")
+		if repo == "" {
+			repo = str("repository")
+		}
+		return in(sel.Repositories, repo)
+	case manifests.ProviderIssueTrackerA:
+		if len(sel.Labels) > 0 {
+			v, _ := manifests.ResolvePath(body, "labels")
+			list, _ := v.([]any)
+			found := false
+			for _, l := range list {
+				name, _ := l.(string)
+				if m, ok := l.(map[string]any); ok {
+					name, _ = m["name"].(string)
+				}
+				if in(sel.Labels, name) {
+					found = true
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+		return in(sel.ProjectIDs, str("project_id")) && in(sel.States, str("state")) && in(sel.TeamIDs, str("team_id"))
+	case manifests.ProviderChatTool:
+		return in(sel.Channels, str("channel"))
+	}
+	return false
+}
