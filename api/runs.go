@@ -249,6 +249,10 @@ func (s *Server) jobRunLogs(c *gin.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-s.drain.done():
+			c.SSEvent("end", gin.H{"status": "shutting_down"})
+			c.Writer.Flush()
+			return nil
 		case <-tick.C:
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -83,6 +84,7 @@ type Server struct {
 	metrics *metrics
 	routes  []Route
 	doc     openapiCache
+	drain   drain
 }
 
 // Route is one registered endpoint and the scope it needs ("" = public).
@@ -276,17 +278,27 @@ func NewTokenSecret() string {
 	return "lf_" + hex.EncodeToString(b[:])
 }
 
+// bearerToken returns the secret of an "Authorization: Bearer <secret>"
+// header; the scheme is case-insensitive (RFC 9110).
+func bearerToken(header string) (string, bool) {
+	scheme, secret, ok := strings.Cut(strings.TrimSpace(header), " ")
+	secret = strings.TrimSpace(secret)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
+		return "", false
+	}
+	return secret, true
+}
+
 func (s *Server) authMiddleware(scope string) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		header := c.GetHeader("Authorization")
-		secret, ok := strings.CutPrefix(header, "Bearer ")
-		secret = strings.TrimSpace(secret)
-		if !ok || secret == "" {
+		secret, ok := bearerToken(c.GetHeader("Authorization"))
+		if !ok {
 			s.writeError(c, httpError(http.StatusUnauthorized, CodeAuthRequired, "a bearer token is required: Authorization: Bearer <token>"))
 			return
 		}
-		tok, err := s.store.FindTokenByHash(c.Request.Context(), HashToken(secret))
-		if errors.Is(err, store.ErrNotFound) {
+		hash := HashToken(secret)
+		tok, err := s.store.FindTokenByHash(c.Request.Context(), hash)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && subtle.ConstantTimeCompare([]byte(tok.Hash), []byte(hash)) != 1) {
 			s.writeError(c, httpError(http.StatusUnauthorized, CodeAuthRequired, "the bearer token is not valid"))
 			return
 		}

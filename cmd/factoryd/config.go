@@ -39,6 +39,9 @@ type config struct {
 	TemporalPort      int
 	// IntegrationSecrets are the signing secrets of integration providers.
 	IntegrationSecrets map[string]string
+	// TemporalPortsExplicit is true when the embedded server's ports were
+	// configured; otherwise busy defaults fall back to free ports.
+	TemporalPortsExplicit bool
 }
 
 func env(name, def string) string {
@@ -70,6 +73,16 @@ func loadConfig(name string, args []string) (config, error) {
 	fs.StringVar(&port, "temporal-port", env("FACTORY_TEMPORAL_PORT", "7233"), "embedded Temporal frontend port (FACTORY_TEMPORAL_PORT)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "temporal-port" || f.Name == "temporal-ui-addr" {
+			c.TemporalPortsExplicit = true
+		}
+	})
+	for _, name := range []string{"FACTORY_TEMPORAL_PORT", "FACTORY_TEMPORAL_UI_ADDR"} {
+		if os.Getenv(name) != "" {
+			c.TemporalPortsExplicit = true
+		}
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"time"
 
@@ -30,9 +31,19 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 	rt := &runtime{}
 	addr := cfg.TemporalAddress
 	if addr == "" {
+		port, uiAddr := cfg.TemporalPort, cfg.TemporalUIAddr
+		if !cfg.TemporalPortsExplicit {
+			// Defaults that another process holds give way to free ports.
+			if busy(fmt.Sprintf("127.0.0.1:%d", port)) {
+				port = 0
+			}
+			if uiAddr != "off" && busy(uiAddr) {
+				uiAddr = "127.0.0.1:0"
+			}
+		}
 		srv, err := embedded.Start(ctx, embedded.Config{
 			DataDir: filepath.Join(cfg.DataDir, "temporal"), Namespace: cfg.TemporalNamespace,
-			FrontendPort: cfg.TemporalPort, UIAddr: cfg.TemporalUIAddr,
+			FrontendPort: port, UIAddr: uiAddr,
 		})
 		if err != nil {
 			return nil, err
@@ -142,4 +153,14 @@ func (rt *runtime) StartLineRun(ctx context.Context, in workflows.LineRunInput) 
 // cancelled with it.
 func (rt *runtime) CancelLineRun(ctx context.Context, runID string) error {
 	return rt.client.CancelWorkflow(ctx, workflows.LineRunWorkflowID(runID), "")
+}
+
+// busy tells whether a TCP address is taken.
+func busy(addr string) bool {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return true
+	}
+	l.Close()
+	return false
 }

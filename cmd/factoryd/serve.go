@@ -68,6 +68,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	// Followed logs last as long as their run: end them so that Shutdown
+	// only waits for ordinary in-flight requests.
+	httpSrv.RegisterOnShutdown(srv.Drain)
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
 	addr := ln.Addr().String()
@@ -87,6 +90,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := httpSrv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		_ = httpSrv.Close()
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil

@@ -258,11 +258,14 @@ func (s *Server) startUI(addr, namespace string) error {
 	if err != nil {
 		return fmt.Errorf("temporal UI address %q: %w", addr, err)
 	}
-	// The UI server exits the process when it cannot listen: check first.
+	// The UI server exits the process when it cannot listen: check first
+	// (and resolve port 0 to a free port).
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("temporal UI: %w", err)
 	}
+	port = l.Addr().(*net.TCPAddr).Port
+	addr = net.JoinHostPort(host, strconv.Itoa(port))
 	l.Close()
 	cfg := &uiconfig.Config{
 		TemporalGRPCAddress: s.frontend,
