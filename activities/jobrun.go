@@ -63,11 +63,13 @@ var DefaultCostRates = CostRates{CentsPerVCPUHour: 4, CentsPerGBHour: 0.5}
 
 // Activities are the activities of job runs.
 type Activities struct {
-	Store     Store
-	Sandboxes sandbox.Driver
-	Now       func() time.Time
-	Logger    *slog.Logger
-	Rates     CostRates
+	Store Store
+	// Definitions serves schedule firings; nil on workers that fire none.
+	Definitions Definitions
+	Sandboxes   sandbox.Driver
+	Now         func() time.Time
+	Logger      *slog.Logger
+	Rates       CostRates
 	// OutputDir is where $SVC_OUTPUT files are made; default /tmp.
 	OutputDir string
 	// HeartbeatInterval is how often a running step heartbeats; default 500ms.

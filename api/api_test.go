@@ -235,14 +235,20 @@ func TestSchedules(t *testing.T) {
 		expectDetail(t, h.do(req{method: "PUT", path: "/factory/lines/nightly/schedule", body: map[string]any{"cron": "0 3 * * *", "timezone": "Nowhere/City"}, scope: ScopeWrite}), "body", "timezone")
 		expectDetail(t, h.do(req{method: "PUT", path: "/factory/lines/nightly/schedule", body: map[string]any{"cron": 5}, scope: ScopeWrite}), "body", "cron")
 
-		r := h.do(req{method: "PUT", path: "/factory/lines/nightly/schedule", body: map[string]any{"cron": "0 3 * * *"}, scope: ScopeWrite})
+		// The line's schedule trigger is its first schedule (generation 1).
+		r := h.do(req{method: "GET", path: "/factory/lines/nightly/schedule", scope: ScopeRead})
 		expect(t, r, http.StatusOK)
-		if sc := r.json(t); sc["timezone"] != "UTC" || sc["enabled"] != true || sc["schedule_generation"] != 1.0 {
+		if sc := r.json(t); sc["cron"] != "30 2 * * 1-5" || sc["schedule_generation"] != 1.0 {
+			t.Fatalf("schedule from the trigger: %v", sc)
+		}
+		r = h.do(req{method: "PUT", path: "/factory/lines/nightly/schedule", body: map[string]any{"cron": "0 3 * * *"}, scope: ScopeWrite})
+		expect(t, r, http.StatusOK)
+		if sc := r.json(t); sc["timezone"] != "UTC" || sc["enabled"] != true || sc["schedule_generation"] != 2.0 {
 			t.Fatalf("defaults: %v", sc)
 		}
 		r = h.do(req{method: "PUT", path: "/factory/lines/nightly/schedule", body: map[string]any{"cron": "0 4 * * *", "timezone": "Europe/Paris", "enabled": false, "inputs": map[string]any{"days": 1}}, scope: ScopeWrite})
 		expect(t, r, http.StatusOK)
-		if sc := r.json(t); sc["schedule_generation"] != 2.0 || sc["enabled"] != false {
+		if sc := r.json(t); sc["schedule_generation"] != 3.0 || sc["enabled"] != false {
 			t.Fatalf("changed: %v", sc)
 		}
 		r = h.do(req{method: "GET", path: "/factory/lines/nightly/schedule", scope: ScopeRead})

@@ -283,6 +283,16 @@ func (s *Server) deployLine(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if t := m.Trigger; created && t.Type == manifests.TriggerSchedule {
+		// A schedule trigger is the line's schedule.
+		sc := store.LineSchedule{LineName: name, Cron: t.Cron, Timezone: t.Timezone, Enabled: true, Inputs: t.Inputs}
+		if sc.Inputs == nil {
+			sc.Inputs = map[string]any{}
+		}
+		if _, err := s.saveSchedule(ctx, sc); err != nil {
+			return err
+		}
+	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated

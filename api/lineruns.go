@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/workflows"
@@ -54,36 +55,16 @@ func lineRunJSON(r store.LineRun, detail bool) (map[string]any, error) {
 	return m, nil
 }
 
-// resolveStageJobs loads the job version every stage runs: its pinned
-// version, else the job's latest version now.
+// resolveStageJobs loads the job version every stage runs now.
 func (s *Server) resolveStageJobs(ctx context.Context, m manifests.LineManifest) (map[string]workflows.StageJob, error) {
-	jobs := map[string]workflows.StageJob{}
-	for i, st := range m.Stages {
-		var (
-			v   store.JobVersion
-			err error
-		)
-		if st.JobVersionID != "" {
-			v, err = s.store.GetJobVersion(ctx, st.Job, st.JobVersionID)
-		} else {
-			v, err = s.store.LatestJobVersion(ctx, st.Job)
-		}
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, httpError(http.StatusConflict, CodeInvalidRequest, "stages[%d]: job %q (version %q) no longer exists", i, st.Job, st.JobVersionID)
-		}
-		if err != nil {
-			return nil, err
-		}
-		var jm manifests.JobManifest
-		if err := json.Unmarshal(v.Manifest, &jm); err != nil {
-			return nil, err
-		}
-		if msg := workflows.Unsupported(jm); msg != "" {
-			return nil, invalid("run_agent_unsupported", fmt.Sprintf("stage %s (job %s): %s; the run was not started", st.ID, st.Job, msg), "body")
-		}
-		jobs[st.ID] = workflows.StageJob{JobName: st.Job, JobVersionID: v.ID, Manifest: jm}
+	jobs, err := activities.ResolveStageJobs(ctx, s.store, m)
+	switch {
+	case errors.Is(err, activities.ErrStageJobMissing):
+		return nil, httpError(http.StatusConflict, CodeInvalidRequest, "%v", err)
+	case errors.Is(err, activities.ErrStageJobUnsupported):
+		return nil, invalid("run_agent_unsupported", err.Error()+"; the run was not started", "body")
 	}
-	return jobs, nil
+	return jobs, err
 }
 
 type startLineRunRequest struct {

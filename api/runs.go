@@ -22,6 +22,10 @@ type Runs interface {
 	CancelJobRun(ctx context.Context, runID string) error
 	StartLineRun(ctx context.Context, in workflows.LineRunInput) error
 	CancelLineRun(ctx context.Context, runID string) error
+	// UpsertSchedule makes the engine fire a line's schedule; DeleteSchedule
+	// stops it (no error when there is none).
+	UpsertSchedule(ctx context.Context, sc store.LineSchedule) error
+	DeleteSchedule(ctx context.Context, line string) error
 }
 
 // RunStore is what the run endpoints need of the store.
@@ -75,7 +79,7 @@ func (s *Server) startJobRun(c *gin.Context) error {
 	if ps != nil {
 		return problemsInvalid(ps)
 	}
-	if msg := workflows.Unsupported(m); msg != "" {
+	if msg := manifests.UnsupportedStep(m); msg != "" {
 		return invalid("run_agent_unsupported", msg+"; the run was not started", "body")
 	}
 	if s.cfg.Runs == nil {

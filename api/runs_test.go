@@ -17,6 +17,8 @@ type fakeRuns struct {
 	mu        sync.Mutex
 	started   []workflows.JobRunInput
 	lines     []workflows.LineRunInput
+	schedules []store.LineSchedule
+	deleted   []string
 	cancelled []string
 }
 
@@ -38,6 +40,20 @@ func (f *fakeRuns) CancelLineRun(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cancelled = append(f.cancelled, id)
+	return nil
+}
+
+func (f *fakeRuns) UpsertSchedule(_ context.Context, sc store.LineSchedule) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.schedules = append(f.schedules, sc)
+	return nil
+}
+
+func (f *fakeRuns) DeleteSchedule(_ context.Context, line string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, line)
 	return nil
 }
 
@@ -202,4 +218,29 @@ func TestLineRunEndpoints(t *testing.T) {
 			t.Fatalf("retry snapshot %+v", state)
 		}
 	})
+}
+
+func TestSchedulesReachTheEngine(t *testing.T) {
+	h := newHarness(t, storetestSQLite(t))
+	runs := &fakeRuns{}
+	h.srv.cfg.Runs = runs
+	h.deployExampleJob("nightly-report")
+	// A line whose trigger is a schedule gets that schedule at deploy.
+	expect(t, h.do(req{method: "POST", path: "/factory/lines/nightly/deploy", body: readExample(t, "lines/nightly.toml"), contentType: "application/toml", scope: ScopeWrite}), 201)
+	if len(runs.schedules) != 1 || runs.schedules[0].Cron != "30 2 * * 1-5" || runs.schedules[0].Timezone != "America/New_York" || runs.schedules[0].ScheduleGeneration != 1 {
+		t.Fatalf("engine schedules after deploy: %+v", runs.schedules)
+	}
+	r := h.do(req{method: "GET", path: "/factory/lines/nightly/schedule", scope: ScopeRead})
+	expect(t, r, http.StatusOK)
+	if r.json(t)["inputs"].(map[string]any)["days"] != 7.0 {
+		t.Fatalf("schedule from the trigger: %s", r.Body)
+	}
+	expect(t, h.do(req{method: "PUT", path: "/factory/lines/nightly/schedule", body: map[string]any{"cron": "0 5 * * *", "enabled": false}, scope: ScopeWrite}), 200)
+	if last := runs.schedules[len(runs.schedules)-1]; last.ScheduleGeneration != 2 || last.Enabled {
+		t.Fatalf("engine schedule after PUT: %+v", last)
+	}
+	expect(t, h.do(req{method: "DELETE", path: "/factory/lines/nightly/schedule", scope: ScopeWrite}), 204)
+	if len(runs.deleted) != 1 || runs.deleted[0] != "nightly" {
+		t.Fatalf("engine deletes: %v", runs.deleted)
+	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -63,12 +64,26 @@ func (s *Server) putSchedule(c *gin.Context) error {
 	if _, err := s.store.GetLine(ctx, sc.LineName); err != nil {
 		return err
 	}
-	out, err := s.store.UpsertLineSchedule(ctx, sc)
+	out, err := s.saveSchedule(ctx, sc)
 	if err != nil {
 		return err
 	}
 	c.JSON(http.StatusOK, scheduleResponse(out))
 	return nil
+}
+
+// saveSchedule stores a schedule and has the engine fire it.
+func (s *Server) saveSchedule(ctx context.Context, sc store.LineSchedule) (store.LineSchedule, error) {
+	out, err := s.store.UpsertLineSchedule(ctx, sc)
+	if err != nil {
+		return out, err
+	}
+	if s.cfg.Runs != nil {
+		if err := s.cfg.Runs.UpsertSchedule(ctx, out); err != nil {
+			return out, httpError(http.StatusBadGateway, CodeBadGateway, "the schedule was stored but the workflow engine did not take it: %v", err)
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) getSchedule(c *gin.Context) error {
@@ -83,6 +98,11 @@ func (s *Server) getSchedule(c *gin.Context) error {
 func (s *Server) deleteSchedule(c *gin.Context) error {
 	if err := s.store.DeleteLineSchedule(c.Request.Context(), c.Param("name")); err != nil {
 		return err
+	}
+	if s.cfg.Runs != nil {
+		if err := s.cfg.Runs.DeleteSchedule(c.Request.Context(), c.Param("name")); err != nil {
+			return httpError(http.StatusBadGateway, CodeBadGateway, "the schedule was deleted but the workflow engine did not drop it: %v", err)
+		}
 	}
 	c.Status(http.StatusNoContent)
 	return nil

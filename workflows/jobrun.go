@@ -77,7 +77,7 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	if err := workflow.ExecuteActivity(book, a.StartRun, activities.StartRunInput{RunID: in.RunID, Manifest: m}).Get(book, nil); err != nil {
 		return JobRunResult{}, err
 	}
-	if msg := Unsupported(m); msg != "" {
+	if msg := manifests.UnsupportedStep(m); msg != "" {
 		return finish(activities.FinishRunInput{Status: activities.StatusFailed, ErrorCode: "RUN_AGENT_UNSUPPORTED", ErrorMessage: msg, FailureClass: "config"})
 	}
 
@@ -165,20 +165,6 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 		}
 	}
 	return finish(fin)
-}
-
-// Unsupported names the first run_agent step of a job, or returns "":
-// agents come with a later issue, and a run that needs one is rejected
-// rather than half-run.
-func Unsupported(m manifests.JobManifest) string {
-	for i, t := range m.Run.Tasks {
-		for j, s := range t.Steps {
-			if s.RunAgent != nil {
-				return fmt.Sprintf("run.tasks[%d].steps[%d] (%s/%s): run_agent steps are not supported by this server yet", i, j, t.Name, manifests.StepName(t, j))
-			}
-		}
-	}
-	return ""
 }
 
 // runTask acquires the task's sandbox and runs its steps in order; the first

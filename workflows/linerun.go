@@ -25,11 +25,7 @@ const StateQuery = "state"
 func LineRunWorkflowID(runID string) string { return "linerun/" + runID }
 
 // StageJob is the job version a stage runs, resolved at run start.
-type StageJob struct {
-	JobName      string
-	JobVersionID string
-	Manifest     manifests.JobManifest
-}
+type StageJob = activities.StageJob
 
 // LineRunInput starts (or continues) a line run. State is nil on the first
 // turn and carried across continue-as-new after that.

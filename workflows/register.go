@@ -12,6 +12,7 @@ import (
 func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(JobRunWorkflow, workflowOptions())
 	r.RegisterWorkflowWithOptions(LineRunWorkflow, workflow.RegisterOptions{Name: LineRunWorkflowName})
+	r.RegisterWorkflowWithOptions(ScheduleFireWorkflow, workflow.RegisterOptions{Name: ScheduleFireWorkflowName})
 	r.RegisterActivity(acts)
 }
 

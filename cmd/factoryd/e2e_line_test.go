@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -193,4 +194,54 @@ func TestEndToEndLineRun(t *testing.T) {
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return strings.Trim(string(b), `"`)
+}
+
+func TestEndToEndScheduleFires(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), nil)
+	d.deploy("greet", greetJob)
+	line := "[line]\nname = \"daily\"\n[trigger]\ntype = \"schedule\"\ncron = \"0 3 * * *\"\ninputs = { who = \"cron\" }\n[[stages]]\nid = \"s\"\njob = \"greet\"\n"
+	if code, m := d.call("POST", "/factory/lines/daily/deploy", "application/toml", []byte(line)); code != 201 {
+		t.Fatalf("deploy: %d %v", code, m)
+	}
+	var port string
+	for _, kv := range d.env {
+		if v, ok := strings.CutPrefix(kv, "FACTORY_TEMPORAL_PORT="); ok {
+			port = v
+		}
+	}
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + port, Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Fire now instead of waiting for 03:00.
+	if err := c.ScheduleClient().GetHandle(context.Background(), workflows.LineScheduleID("daily")).Trigger(context.Background(), client.ScheduleTriggerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", d.base+"/factory/lines/daily/runs", nil)
+		req.Header.Set("Authorization", "Bearer "+e2eToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs []map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&runs)
+		resp.Body.Close()
+		if len(runs) == 1 && runs[0]["status"] == "succeeded" {
+			if runs[0]["trigger"].(map[string]any)["source"] != "schedule" || runs[0]["run_params"].(map[string]any)["who"] != "cron" {
+				t.Fatalf("scheduled run: %v", runs[0])
+			}
+			_, full := d.call("GET", "/factory/line-runs/"+runs[0]["id"].(string), "", nil)
+			if full["stage_outputs"].(map[string]any)["s"].(map[string]any)["greeting"] != "hello-cron" {
+				t.Fatalf("scheduled run outputs: %v", full["stage_outputs"])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no scheduled run: %v", runs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -71,7 +73,7 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 			rt.Close()
 			return nil, err
 		}
-		acts := &activities.Activities{Store: st, Sandboxes: drv, Logger: logger, Rates: activities.DefaultCostRates}
+		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: activities.DefaultCostRates}
 		w := worker.New(c, workflows.TaskQueue, worker.Options{})
 		workflows.Register(w, acts)
 		if err := w.Start(); err != nil {
@@ -163,4 +165,41 @@ func busy(addr string) bool {
 	}
 	l.Close()
 	return false
+}
+
+// UpsertSchedule creates or updates the Temporal Schedule that fires a
+// line's schedule; each firing carries the generation it was made for.
+func (rt *runtime) UpsertSchedule(ctx context.Context, sc store.LineSchedule) error {
+	id := workflows.LineScheduleID(sc.LineName)
+	spec := client.ScheduleSpec{CronExpressions: []string{sc.Cron}, TimeZoneName: sc.Timezone}
+	action := &client.ScheduleWorkflowAction{ID: "schedulefire/" + sc.LineName, Workflow: workflows.ScheduleFireWorkflowName,
+		Args: []any{workflows.ScheduleFireInput{LineName: sc.LineName, Generation: sc.ScheduleGeneration}}, TaskQueue: workflows.TaskQueue}
+	h := rt.client.ScheduleClient().GetHandle(ctx, id)
+	if _, err := h.Describe(ctx); err != nil {
+		var nf *serviceerror.NotFound
+		if !errors.As(err, &nf) {
+			return err
+		}
+		_, err = rt.client.ScheduleClient().Create(ctx, client.ScheduleOptions{ID: id, Spec: spec, Action: action, Paused: !sc.Enabled})
+		return err
+	}
+	return h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+		s := in.Description.Schedule
+		s.Spec, s.Action = &spec, action
+		if s.State == nil {
+			s.State = &client.ScheduleState{}
+		}
+		s.State.Paused = !sc.Enabled
+		return &client.ScheduleUpdate{Schedule: &s}, nil
+	}})
+}
+
+// DeleteSchedule removes a line's Temporal Schedule, if any.
+func (rt *runtime) DeleteSchedule(ctx context.Context, line string) error {
+	err := rt.client.ScheduleClient().GetHandle(ctx, workflows.LineScheduleID(line)).Delete(ctx)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	return err
 }
