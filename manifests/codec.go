@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
+	"math/big"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -26,15 +25,29 @@ func (u USD) String() string {
 	return fmt.Sprintf("%s%d.%02d", sign, c/100, c%100)
 }
 
-// ParseUSD reads a decimal amount such as "25.5" or "3"; more than two decimal
-// places are rounded half away from zero to whole cents.
+// MaxUSD is the largest amount ParseUSD accepts, in dollars.
+const MaxUSD = 1_000_000_000_000
+
+// ParseUSD reads a decimal amount in dollars such as "25.5", "3" or "1e3". An
+// amount with more than two decimal places (finer than a cent) or larger than
+// MaxUSD in magnitude is an error, never rounded.
 func ParseUSD(s string) (USD, error) {
 	s = strings.TrimSpace(s)
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+	if s == "" || strings.Trim(s, "0123456789.eE+-") != "" {
 		return USD{}, fmt.Errorf("%q is not a decimal amount", s)
 	}
-	return USD{Cents: int64(math.Round(f * 100))}, nil
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return USD{}, fmt.Errorf("%q is not a decimal amount", s)
+	}
+	if new(big.Rat).Abs(r).Cmp(big.NewRat(MaxUSD, 1)) > 0 {
+		return USD{}, fmt.Errorf("%q is over the maximum of %d dollars", s, int64(MaxUSD))
+	}
+	cents := r.Mul(r, big.NewRat(100, 1))
+	if !cents.IsInt() {
+		return USD{}, fmt.Errorf("%q has more than two decimal places (whole cents only)", s)
+	}
+	return USD{Cents: cents.Num().Int64()}, nil
 }
 
 // MarshalJSON writes the amount as a decimal string.

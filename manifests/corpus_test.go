@@ -10,17 +10,23 @@ import (
 // loadExampleJobs parses, validates and normalizes every example job.
 func loadExampleJobs(t *testing.T) map[string]*JobManifest {
 	t.Helper()
-	files, err := filepath.Glob("examples/jobs/*/job.toml")
+	files, err := filepath.Glob("examples/jobs/*/job.*")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no example jobs found: %v", err)
 	}
+	formats := map[Format]int{}
 	jobs := map[string]*JobManifest{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := ParseJob(data, FormatTOML)
+		format, ok := FormatFromPath(f)
+		if !ok {
+			t.Fatalf("%s: not a .toml or .json manifest", f)
+		}
+		formats[format]++
+		m, err := ParseJob(data, format)
 		if err != nil {
 			t.Fatalf("%s: parse: %v", f, err)
 		}
@@ -33,6 +39,9 @@ func loadExampleJobs(t *testing.T) map[string]*JobManifest {
 		NormalizeJob(m)
 		jobs[m.Job.Name] = m
 	}
+	if formats[FormatTOML] == 0 || formats[FormatJSON] == 0 {
+		t.Fatalf("example jobs by format: %v; want job.toml and job.json examples", formats)
+	}
 	return jobs
 }
 
@@ -42,13 +51,18 @@ func TestExamplesValidate(t *testing.T) {
 	if len(lines) == 0 {
 		t.Fatal("no example lines found")
 	}
+	formats := map[Format]int{}
 	for _, f := range lines {
+		format, ok := FormatFromPath(f)
+		formats[format]++
 		t.Run(filepath.Base(f), func(t *testing.T) {
+			if !ok {
+				t.Fatal("not a .toml or .json manifest")
+			}
 			data, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			format, _ := FormatFromPath(f)
 			m, err := ParseLine(data, format)
 			if err != nil {
 				t.Fatalf("parse: %v", err)
@@ -62,27 +76,48 @@ func TestExamplesValidate(t *testing.T) {
 			}
 		})
 	}
+	if formats[FormatTOML] == 0 || formats[FormatJSON] == 0 {
+		t.Fatalf("example lines by format: %v; want .toml and .json examples", formats)
+	}
 }
 
-// TestInvalidCorpus: every file under testdata/invalid fails with the
-// location and message its "# want:" header names.
+// TestInvalidCorpus: every file under testdata/invalid fails with exactly
+// the problems its wants name: a TOML file's "# want:" header lines, or for a
+// JSON file the "# want:" lines of the .want file beside it. Each want must
+// be contained in a reported problem and each problem must contain a want, so
+// an entry fails on the rule it targets and nothing else.
 func TestInvalidCorpus(t *testing.T) {
 	for _, kind := range []string{"jobs", "lines"} {
-		files, _ := filepath.Glob(filepath.Join("testdata/invalid", kind, "*.toml"))
-		if len(files) < 10 {
-			t.Fatalf("invalid corpus for %s has only %d files", kind, len(files))
-		}
+		files, _ := filepath.Glob(filepath.Join("testdata/invalid", kind, "*"))
+		formats := map[Format]int{}
 		for _, f := range files {
-			t.Run(kind+"/"+strings.TrimSuffix(filepath.Base(f), ".toml"), func(t *testing.T) {
+			if filepath.Ext(f) == ".want" {
+				if _, err := os.Stat(strings.TrimSuffix(f, ".want") + ".json"); err != nil {
+					t.Errorf("%s has no JSON entry beside it", f)
+				}
+				continue
+			}
+			format, ok := FormatFromPath(f)
+			formats[format]++
+			t.Run(kind+"/"+filepath.Base(f), func(t *testing.T) {
+				if !ok {
+					t.Fatal("not a .toml or .json entry")
+				}
 				data, err := os.ReadFile(f)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := WantedProblems(data)
-				if len(want) == 0 {
-					t.Fatal("file has no '# want:' header")
+				header := data
+				if format == FormatJSON {
+					if header, err = os.ReadFile(strings.TrimSuffix(f, ".json") + ".want"); err != nil {
+						t.Fatalf("a JSON entry needs a .want file: %v", err)
+					}
 				}
-				ps := ValidateBytes(kind, data, FormatTOML)
+				want := WantedProblems(header)
+				if len(want) == 0 {
+					t.Fatal("entry has no '# want:' line")
+				}
+				ps := ValidateBytes(kind, data, format)
 				if ps == nil {
 					t.Fatalf("accepted; want %q", want)
 				}
@@ -92,7 +127,19 @@ func TestInvalidCorpus(t *testing.T) {
 						t.Errorf("problems:\n%s\nwant a problem containing %q", got, w)
 					}
 				}
+				for _, p := range ps {
+					matched := false
+					for _, w := range want {
+						matched = matched || strings.Contains(p.String(), w)
+					}
+					if !matched {
+						t.Errorf("unexpected problem %q (wants: %q)", p, want)
+					}
+				}
 			})
+		}
+		if formats[FormatTOML] < 10 || formats[FormatJSON] < 2 {
+			t.Fatalf("invalid corpus for %s by format: %v; want at least 10 TOML and 2 JSON entries", kind, formats)
 		}
 	}
 }

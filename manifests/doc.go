@@ -9,4 +9,7 @@
 //     panics anywhere else in this package.
 //   - ContentHash of a normalized manifest is the same whichever format it was
 //     authored in and whatever the key order.
+//   - Free-form values (defaults, literals, inputs, output values) hold numbers
+//     as float64, except whole numbers beyond 2^53 that fit an int64, which are
+//     json.Number with their exact digits (see Normalize); Equal compares both.
 package manifests

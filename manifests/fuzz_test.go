@@ -20,8 +20,10 @@ func addSeeds(f *testing.F, pattern string) {
 // panics.
 func FuzzParseJob(f *testing.F) {
 	addSeeds(f, "examples/jobs/*/job.toml")
+	addSeeds(f, "examples/jobs/*/job.json")
 	addSeeds(f, "testdata/hello.json")
 	addSeeds(f, "testdata/invalid/jobs/*.toml")
+	addSeeds(f, "testdata/invalid/jobs/*.json")
 	f.Fuzz(func(t *testing.T, data []byte, isJSON bool) {
 		format := FormatTOML
 		if isJSON {
@@ -45,6 +47,7 @@ func FuzzParseJob(f *testing.F) {
 func FuzzParseLine(f *testing.F) {
 	addSeeds(f, "examples/lines/*")
 	addSeeds(f, "testdata/invalid/lines/*.toml")
+	addSeeds(f, "testdata/invalid/lines/*.json")
 	f.Fuzz(func(t *testing.T, data []byte, isJSON bool) {
 		format := FormatTOML
 		if isJSON {

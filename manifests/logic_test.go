@@ -1,6 +1,8 @@
 package manifests
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -96,6 +98,16 @@ func TestApplyParams(t *testing.T) {
 	if got["branch"] != "main" || got["count"] != float64(2) || got["mode"] != "a" {
 		t.Fatalf("got %v", got)
 	}
+	// null for an optional param means "not given": the default applies, and a
+	// param without a default stays unset.
+	specs["note"] = JobParamSpec{Type: TypeString}
+	got, ps = ApplyParams(specs, map[string]any{"count": 1, "branch": nil, "note": nil})
+	if ps != nil {
+		t.Fatalf("null optional params: %v", ps)
+	}
+	if _, set := got["note"]; got["branch"] != "main" || set {
+		t.Fatalf("null optional params: got %v, want branch=main and no note", got)
+	}
 	cases := []struct {
 		name  string
 		given map[string]any
@@ -108,6 +120,7 @@ func TestApplyParams(t *testing.T) {
 		{"items", map[string]any{"count": 1, "tags": []any{1}}, "params.tags: item 0: expected a string"},
 		{"unknown", map[string]any{"count": 1, "zzz": 1}, "params.zzz: unknown param"},
 		{"reserved", map[string]any{"count": 1, "run_id": "x"}, "params.run_id: \"run_id\" is reserved"},
+		{"required null", map[string]any{"count": nil}, "params.count: is required: null is not a value"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,7 +237,8 @@ func TestClaimsImplicitSession(t *testing.T) {
 }
 
 func TestUSD(t *testing.T) {
-	for in, want := range map[string]string{`"25.5"`: "25.50", `3`: "3.00", `0.015`: "0.02", `"-1"`: "-1.00"} {
+	for in, want := range map[string]string{`"25.5"`: "25.50", `3`: "3.00", `0.01`: "0.01", `"-1"`: "-1.00", `1e3`: "1000.00",
+		`"1000000000000"`: "1000000000000.00", `"2.50"`: "2.50"} {
 		var u USD
 		if err := u.UnmarshalJSON([]byte(in)); err != nil {
 			t.Fatalf("%s: %v", in, err)
@@ -232,6 +246,162 @@ func TestUSD(t *testing.T) {
 		if u.String() != want {
 			t.Errorf("%s -> %s, want %s", in, u, want)
 		}
+	}
+	bad := []struct{ in, want string }{
+		{`1e30`, "over the maximum"},
+		{`"-1e30"`, "over the maximum"},
+		{`1000000000000.01`, "over the maximum"},
+		{`"0.001"`, "more than two decimal places"},
+		{`0.015`, "more than two decimal places"},
+		{`"1/3"`, "not a decimal amount"},
+		{`"NaN"`, "not a decimal amount"},
+		{`"0x10"`, "not a decimal amount"},
+		{`""`, "not a decimal amount"},
+	}
+	for _, tc := range bad {
+		var u USD
+		if err := u.UnmarshalJSON([]byte(tc.in)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want one containing %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// TestBudgetProblems: an amount that does not fit is reported at its
+// location, from TOML and from JSON.
+func TestBudgetProblems(t *testing.T) {
+	const line = "[line]\nname = \"l\"\n[trigger]\ntype = \"manual\"\n[[stages]]\nid = \"a\"\njob = \"j\"\n[limits]\nbudget_usd = %s\n"
+	tests := []struct {
+		name, data string
+		format     Format
+		want       string
+	}{
+		{"toml float too large", fmt.Sprintf(line, "1e30"), FormatTOML, "limits.budget_usd: expected a decimal amount in dollars: \"1e+30\" is over the maximum"},
+		{"toml integer too large", fmt.Sprintf(line, "9000000000000000000"), FormatTOML, "limits.budget_usd: expected a decimal amount in dollars: \"9000000000000000000\" is over the maximum"},
+		{"toml sub-cent string", fmt.Sprintf(line, `"0.001"`), FormatTOML, "limits.budget_usd: expected a decimal amount in dollars: \"0.001\" has more than two decimal places"},
+		{"json too large", `{"line":{"name":"l"},"trigger":{"type":"manual"},"stages":[{"id":"a","job":"j"}],"limits":{"budget_usd":1e30}}`, FormatJSON, "limits.budget_usd: expected a decimal amount in dollars: \"1e30\" is over the maximum"},
+		{"json sub-cent", `{"line":{"name":"l"},"trigger":{"type":"manual"},"stages":[{"id":"a","job":"j"}],"limits":{"budget_usd":0.001}}`, FormatJSON, "limits.budget_usd: expected a decimal amount in dollars: \"0.001\" has more than two decimal places"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := ValidateBytes("lines", []byte(tc.data), tc.format)
+			if len(ps) != 1 || !strings.HasPrefix(ps[0].String(), tc.want) {
+				t.Fatalf("problems %v, want exactly one starting %q", ps, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateCron(t *testing.T) {
+	for _, expr := range []string{"0 * * * *", "*/5 1-3 * JAN MON-FRI", "30 2 1 * 0"} {
+		if err := ValidateCron(expr); err != nil {
+			t.Errorf("%q: %v", expr, err)
+		}
+	}
+	for _, expr := range []string{"@every 1h", "@daily", "@hourly", "CRON_TZ=UTC 0 * * * *", "TZ=UTC 0 * * * *",
+		"0 0 * * * *", "* * * *", "61 * * * *", ""} {
+		if err := ValidateCron(expr); err == nil {
+			t.Errorf("%q accepted, want an error (standard 5-field cron only)", expr)
+		}
+	}
+}
+
+// TestDuplicateListedOutput: a key listed twice in a step's outputs is
+// reported at the list entry.
+func TestDuplicateListedOutput(t *testing.T) {
+	data := []byte("[job]\nname = \"x\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n" +
+		"[[run.tasks.steps]]\nexec = [\"true\"]\noutputs = [\"a\", \"b\", \"a\"]\n[outputs.a]\ntype = \"string\"\n[outputs.b]\ntype = \"string\"\n")
+	for _, f := range []Format{FormatTOML, FormatJSON} {
+		in := data
+		if f == FormatJSON {
+			in = []byte(`{"job":{"name":"x"},"run":{"tasks":[{"name":"t","steps":[{"exec":["true"]},{"exec":["true"],"outputs":["a","b","a"]}]}]},"outputs":{"a":{"type":"string"},"b":{"type":"string"}}}`)
+		}
+		ps := ValidateBytes("jobs", in, f)
+		want := `run.tasks[0].steps[1].outputs[2]: duplicate output key "a"`
+		if len(ps) != 1 || ps[0].String() != want {
+			t.Errorf("%s: problems %v, want exactly %q", f, ps, want)
+		}
+	}
+}
+
+// TestLargeWholeNumbers: whole numbers beyond 2^53 in free-form fields keep
+// every digit, hash the same from TOML and JSON, and still compare equal to
+// the same value held as a float64.
+func TestLargeWholeNumbers(t *testing.T) {
+	const big = "9007199254740993" // 2^53 + 1: no float64 holds it
+	tomlJob := "[job]\nname = \"n\"\n[job.params.n]\ntype = \"integer\"\ndefault = " + big + "\n[job.params.f]\ntype = \"number\"\ndefault = 1.5\nenum = [1.5, 2]\n" +
+		"[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"echo\", \"{{n}}\"]\n"
+	jsonJob := `{"job":{"name":"n","params":{"f":{"type":"number","default":1.50,"enum":[15e-1,2.0]},"n":{"type":"integer","default":` + big + `}}},` +
+		`"run":{"tasks":[{"name":"t","steps":[{"exec":["echo","{{n}}"]}]}]}}`
+	hashes := map[Format]string{}
+	for f, data := range map[Format]string{FormatTOML: tomlJob, FormatJSON: jsonJob} {
+		m, err := ParseJob([]byte(data), f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if ps := ValidateJob(m); ps != nil {
+			t.Fatalf("%s: %v", f, ps)
+		}
+		params, ps := ApplyParams(m.Job.Params, nil)
+		if ps != nil {
+			t.Fatalf("%s: %v", f, ps)
+		}
+		if got := Stringify(params["n"]); got != big {
+			t.Errorf("%s: default renders as %s, want %s", f, got, big)
+		}
+		if got, ok := m.Job.Params["f"].Default.(float64); !ok || got != 1.5 {
+			t.Errorf("%s: small number default = %#v, want float64 1.5", f, m.Job.Params["f"].Default)
+		}
+		NormalizeJob(m)
+		if hashes[f], err = ContentHash(m); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := CanonicalJSON(m)
+		if !strings.Contains(string(b), `"default":`+big) {
+			t.Errorf("%s: canonical JSON lacks the exact default: %s", f, b)
+		}
+	}
+	if hashes[FormatTOML] != hashes[FormatJSON] {
+		t.Errorf("TOML hash %s != JSON hash %s", hashes[FormatTOML], hashes[FormatJSON])
+	}
+	equal := []struct {
+		name string
+		a, b any
+		want bool
+	}{
+		{"number and float64 beyond 2^53", json.Number("1152921504606846976"), float64(1 << 60), true},
+		{"int64 and number beyond 2^53", int64(1<<53 + 1), json.Number(big), true},
+		{"2^53+1 differs from 2^53", json.Number(big), float64(1 << 53), false},
+		{"small number and float64", json.Number("3"), 3.0, true},
+		{"fraction and float64", json.Number("0.5"), 0.5, true},
+	}
+	for _, tc := range equal {
+		if got := Equal(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: Equal = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// A literal in a condition equals a stage output of the same large value.
+	line := `{"line":{"name":"l"},"trigger":{"type":"manual"},"stages":[{"id":"a","job":"j"},{"id":"b","job":"j"}],` +
+		`"transitions":[{"type":"conditional","id":"t","from":"a","to":"b","when":{"op":"eq","left":{"type":"stage","path":"outputs.n"},"right":{"type":"literal","value":` + big + `}}}]}`
+	lm, err := ParseLine([]byte(line), FormatJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ParseOutputFile([]byte("n="+big+"\n"), map[string]JobOutputSpec{"n": {Type: TypeInteger}}, []string{"n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		v    any
+		want bool
+	}{"exact output": {out["n"], true}, "off by one": {json.Number("9007199254740992"), false}} {
+		ctx := EvalContext{From: "a", Stages: map[string]StageResult{"a": {Outputs: map[string]any{"n": tc.v}}}}
+		if got, err := Evaluate(*lm.Transitions[0].When, ctx); err != nil || got != tc.want {
+			t.Errorf("%s: eq = %v (%v), want %v", name, got, err, tc.want)
+		}
+	}
+	if _, err := ParseJob([]byte(`{"job":{"name":"n","params":{"x":{"type":"number","default":1e400}}},"run":{"tasks":[]}}`), FormatJSON); err == nil ||
+		!strings.Contains(err.Error(), "job.params.x.default: number 1e400 is out of range") {
+		t.Errorf("out-of-range number: err = %v", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -128,8 +129,8 @@ func ParseOutputFile(data []byte, specs map[string]JobOutputSpec, claimed []stri
 		if !allowed[key] {
 			return nil, &OutputError{Code: CodeOutputInvalid, Key: key, Msg: "is not claimed by this step"}
 		}
-		var val any
-		if err := json.Unmarshal([]byte(raw), &val); err != nil {
+		val, err := decodeValue(raw)
+		if err != nil {
 			if spec.Type != TypeString {
 				return nil, &OutputError{Code: CodeOutputInvalid, Key: key, Msg: fmt.Sprintf("line %d: value is not JSON: %v", line, err)}
 			}
@@ -148,6 +149,25 @@ func ParseOutputFile(data []byte, specs map[string]JobOutputSpec, claimed []stri
 		return nil, &OutputError{Code: CodeOutputInvalid, Msg: "reading output file: " + err.Error()}
 	}
 	return values, nil
+}
+
+// decodeValue decodes one JSON value, keeping whole numbers beyond 2^53
+// exact (see Normalize).
+func decodeValue(raw string) (any, error) {
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	var val any
+	if err := dec.Decode(&val); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("unexpected data after the value")
+	}
+	var ps Problems
+	if checkNumbers(val, "", &ps); ps != nil {
+		return nil, ps
+	}
+	return Normalize(val), nil
 }
 
 // OutputWrite is what one claiming step wrote.

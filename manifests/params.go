@@ -8,7 +8,9 @@ import (
 // ApplyParams checks the params given to a run against a job's param specs and
 // returns them with defaults applied. Unknown params, missing required params
 // and values that do not fit their spec are problems located at
-// "params.<name>". The reserved run_id cannot be given.
+// "params.<name>". The reserved run_id cannot be given. A param given as null
+// counts as not given: an optional param gets its default (or stays unset), a
+// required one is a problem.
 func ApplyParams(specs map[string]JobParamSpec, given map[string]any) (map[string]any, Problems) {
 	v := &validator{}
 	out := make(map[string]any, len(specs))
@@ -41,7 +43,9 @@ func ApplyParams(specs map[string]JobParamSpec, given map[string]any) (map[strin
 		case spec.Default != nil:
 			out[name] = Normalize(spec.Default)
 		case spec.Required != nil && *spec.Required:
-			if _, given := given[name]; !given {
+			if _, given := given[name]; given {
+				v.add("params."+name, "is required: null is not a value")
+			} else {
 				v.add("params."+name, "is required")
 			}
 		}

@@ -141,10 +141,72 @@ func parseInto(data []byte, f Format, out any) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(buf))
 	dec.DisallowUnknownFields()
+	// Free-form values (defaults, literals, inputs) decode as json.Number and
+	// are then normalized, so whole numbers beyond 2^53 keep every digit.
+	dec.UseNumber()
 	if err := dec.Decode(out); err != nil {
 		return Problems{jsonProblem(err)}
 	}
+	normalizeValues(reflect.ValueOf(out).Elem())
 	return nil
+}
+
+// normalizeValues replaces every free-form (any) value inside v with its
+// Normalize form.
+func normalizeValues(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Interface:
+		if !v.IsNil() && v.CanSet() {
+			if n := Normalize(v.Interface()); n != nil {
+				v.Set(reflect.ValueOf(n))
+			}
+		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			normalizeValues(v.Elem())
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				normalizeValues(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			normalizeValues(v.Index(i))
+		}
+	case reflect.Map:
+		iter := v.MapRange()
+		for iter.Next() {
+			e := reflect.New(v.Type().Elem()).Elem()
+			e.Set(iter.Value())
+			normalizeValues(e)
+			v.SetMapIndex(iter.Key(), e)
+		}
+	}
+}
+
+// checkNumbers reports numbers inside a free-form value that no float64 can
+// hold.
+func checkNumbers(v any, path string, ps *Problems) {
+	switch x := v.(type) {
+	case json.Number:
+		if _, err := x.Float64(); err != nil {
+			*ps = append(*ps, Problem{path, fmt.Sprintf("number %s is out of range", x)})
+		}
+	case []any:
+		for i, e := range x {
+			checkNumbers(e, fmt.Sprintf("%s[%d]", path, i), ps)
+		}
+	case []map[string]any:
+		for i, e := range x {
+			checkNumbers(e, fmt.Sprintf("%s[%d]", path, i), ps)
+		}
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			checkNumbers(x[k], joinPath(path, k), ps)
+		}
+	}
 }
 
 func tomlErrorText(err error) string {
@@ -180,26 +242,40 @@ func checkShape(v any, t reflect.Type, path string, ps *Problems) {
 	}
 	switch {
 	case t == anyType:
+		checkNumbers(v, path, ps)
 		return
 	case t == usdType:
+		var s string
 		switch x := v.(type) {
-		case json.Number, int64, float64:
-			return
+		case json.Number:
+			s = x.String()
+		case int64:
+			s = strconv.FormatInt(x, 10)
+		case float64:
+			s = strconv.FormatFloat(x, 'g', -1, 64)
 		case string:
-			if _, err := ParseUSD(x); err != nil {
-				*ps = append(*ps, Problem{path, "expected a decimal amount in dollars"})
-			}
+			s = x
+		default:
+			*ps = append(*ps, Problem{path, "expected a decimal amount in dollars, got " + kindOf(v)})
 			return
 		}
-		*ps = append(*ps, Problem{path, "expected a decimal amount in dollars"})
+		if _, err := ParseUSD(s); err != nil {
+			*ps = append(*ps, Problem{path, "expected a decimal amount in dollars: " + err.Error()})
+		}
 		return
 	case t == stepOutputsType:
 		switch x := v.(type) {
 		case []any:
+			seen := map[string]bool{}
 			for i, e := range x {
-				if _, ok := e.(string); !ok {
+				k, ok := e.(string)
+				switch {
+				case !ok:
 					*ps = append(*ps, Problem{fmt.Sprintf("%s[%d]", path, i), "expected an output key name (string)"})
+				case seen[k]:
+					*ps = append(*ps, Problem{fmt.Sprintf("%s[%d]", path, i), fmt.Sprintf("duplicate output key %q", k)})
 				}
+				seen[k] = true
 			}
 		case map[string]any:
 			for _, k := range sortedKeys(x) {

@@ -15,7 +15,7 @@ var (
 	nameRE       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 	identRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 	webhookRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._~/-]*$`)
-	cronParser   = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+	cronParser   = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
 	harnessesAll = []string{"agent_a", "agent_b", "agent_c", "agent_d", "custom"}
 )
 
@@ -47,11 +47,15 @@ func oneOf(s string, allowed ...string) bool {
 
 func at(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 
-// ValidateCron checks a standard 5-field cron expression (descriptors such as
-// @daily are accepted).
+// ValidateCron checks a standard 5-field cron expression (minute hour
+// day-of-month month day-of-week). Descriptors such as @daily or @every 1h and
+// TZ= prefixes are rejected: the time zone is a field of its own.
 func ValidateCron(expr string) error {
 	if strings.TrimSpace(expr) == "" {
 		return fmt.Errorf("cron expression is required")
+	}
+	if f := strings.Fields(expr); len(f) != 5 || strings.HasPrefix(f[0], "@") || strings.Contains(f[0], "=") {
+		return fmt.Errorf("invalid cron expression %q: want 5 fields (minute hour day-of-month month day-of-week)", expr)
 	}
 	if _, err := cronParser.Parse(expr); err != nil {
 		return fmt.Errorf("invalid cron expression %q: %v", expr, err)

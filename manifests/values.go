@@ -3,6 +3,7 @@ package manifests
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -131,22 +132,33 @@ func inEnum(enum []any, v any) bool {
 	return false
 }
 
-// Normalize turns a decoded value into its JSON form (numbers as float64,
-// lists as []any, tables as map[string]any) so values from TOML and JSON
-// compare equal.
+// maxExact is the largest magnitude up to which every whole number is exact
+// as a float64 (2^53).
+const maxExact = 1 << 53
+
+// Normalize turns a decoded value into its JSON form (lists as []any, tables
+// as map[string]any) so values from TOML and JSON compare equal. Numbers
+// become float64, except whole numbers beyond 2^53 that fit an int64: those
+// become a json.Number holding their exact decimal digits, so they keep their
+// precision and a float64 and a json.Number of the same whole value are equal.
 func Normalize(v any) any {
 	switch x := v.(type) {
 	case json.Number:
-		if f, err := x.Float64(); err == nil {
-			return f
+		if n, err := strconv.ParseInt(x.String(), 10, 64); err == nil {
+			return normInt(n)
 		}
-		return x.String()
+		if f, err := x.Float64(); err == nil {
+			return normFloat(f)
+		}
+		return x
 	case int:
-		return float64(x)
+		return normInt(int64(x))
 	case int64:
-		return float64(x)
+		return normInt(x)
 	case float32:
-		return float64(x)
+		return normFloat(float64(x))
+	case float64:
+		return normFloat(x)
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
@@ -178,6 +190,20 @@ func Normalize(v any) any {
 // Equal compares two decoded values as JSON values (1 equals 1.0).
 func Equal(a, b any) bool {
 	return reflect.DeepEqual(Normalize(a), Normalize(b))
+}
+
+func normInt(n int64) any {
+	if n >= -maxExact && n <= maxExact {
+		return float64(n)
+	}
+	return json.Number(strconv.FormatInt(n, 10))
+}
+
+func normFloat(f float64) any {
+	if a := math.Abs(f); a > maxExact && a < 1<<63 && f == math.Trunc(f) {
+		return json.Number(strconv.FormatInt(int64(f), 10))
+	}
+	return f
 }
 
 func compactJSON(v any) string {

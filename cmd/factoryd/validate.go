@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/BurntSushi/toml"
 	"github.com/linefactory/linefactory/manifests"
 )
 
@@ -17,15 +19,20 @@ import (
 // "file: location: message". It exits 1 when any manifest is invalid.
 //
 // A directory is searched for jobs/<name>/job.toml (or job.json) and line
-// files lines/*.toml (or *.json) at any depth; line stages are checked against
-// the jobs found. A file is a line if it has a [line] section (a "line"
-// key), else a job; a line given alone gets every check but job existence.
+// files lines/*.toml (or *.json) at any depth; the stages of the lines found
+// in a directory are checked against the jobs found (none found: every stage's
+// job is unknown). A file is a line if its top level has a "line" key, else a
+// job; a line file given alone gets every check but job existence, unless job
+// manifests were given too.
 func runValidate(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "usage: factoryd validate PATH...")
 		return 2
 	}
 	var jobs, lines []string
+	// inDir marks lines found by walking a directory: their stages are always
+	// checked against the jobs found.
+	inDir := map[string]bool{}
 	for _, arg := range args {
 		info, err := os.Stat(arg)
 		if err != nil {
@@ -46,6 +53,9 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		jobs, lines = append(jobs, j...), append(lines, l...)
+		for _, f := range l {
+			inDir[f] = true
+		}
 	}
 	if len(jobs)+len(lines) == 0 {
 		fmt.Fprintln(stderr, "no manifests found (looked for jobs/<name>/job.toml|json and lines/*.toml|json)")
@@ -73,10 +83,9 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		}
 		report(file, ps)
 	}
-	checkJobs := len(jobs) > 0
 	for _, file := range lines {
 		m, ps := loadLine(file)
-		if m != nil && checkJobs {
+		if m != nil && (inDir[file] || len(jobs) > 0) {
 			ps = append(ps, manifests.CheckLineJobs(m, func(job, _ string) (bool, bool) { return known[job], true })...)
 		}
 		report(file, ps)
@@ -130,24 +139,28 @@ func loadLine(file string) (*manifests.LineManifest, manifests.Problems) {
 	return m, manifests.ValidateLine(m)
 }
 
-// isLineFile tells a line from a job by its top-level "line" key.
+// isLineFile tells a line from a job by a "line" key at the top level of
+// the document. A file that does not decode is treated as a job, whose
+// parser then reports the problem.
 func isLineFile(file string) bool {
 	data, format, ps := readManifest(file)
 	if ps != nil {
 		return false
 	}
 	if format == manifests.FormatJSON {
-		return strings.Contains(string(data), `"line"`) && !strings.Contains(string(data), `"job"`)
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		switch strings.TrimSpace(l) {
-		case "[line]":
-			return true
-		case "[job]":
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(data, &top); err != nil {
 			return false
 		}
+		_, ok := top["line"]
+		return ok
 	}
-	return false
+	var top map[string]any
+	if _, err := toml.Decode(string(data), &top); err != nil {
+		return false
+	}
+	_, ok := top["line"]
+	return ok
 }
 
 func findManifests(root string) (jobs, lines []string, err error) {

@@ -51,3 +51,79 @@ func TestValidateReportsFileLocationMessage(t *testing.T) {
 		t.Fatalf("line alone: exit %d\n%s", code, out.String())
 	}
 }
+
+func writeFile(t *testing.T, dir, rel, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestValidateTellsLinesFromJobs: a file is a line when its top level has a
+// "line" key, whatever else its text contains.
+func TestValidateTellsLinesFromJobs(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name, file, body string
+		line             bool
+	}{
+		{"json line whose stages name jobs", "l.json",
+			`{"line":{"name":"l"},"trigger":{"type":"manual"},"stages":[{"id":"a","job":"hello"}]}`, true},
+		{"toml line with dotted keys", "l.toml",
+			"line.name = \"l\"\ntrigger.type = \"manual\"\n[[stages]]\nid = \"a\"\njob = \"hello\"\n", true},
+		{"toml line with an inline table", "inline.toml",
+			"line = { name = \"l\" }\ntrigger = { type = \"manual\" }\n[[stages]]\nid = \"a\"\njob = \"hello\"\n", true},
+		{"json job mentioning line", "j.json",
+			`{"job":{"name":"j","description":"\"line\""},"run":{"tasks":[{"name":"t","steps":[{"exec":["true"]}]}]}}`, false},
+		{"toml job with a [job] table", "j.toml",
+			"# [line]\n[job]\nname = \"j\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n", false},
+		{"undecodable file", "bad.toml", "[line\n", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := writeFile(t, dir, tc.file, tc.body)
+			if got := isLineFile(p); got != tc.line {
+				t.Fatalf("isLineFile = %v, want %v", got, tc.line)
+			}
+			if tc.name == "undecodable file" {
+				return
+			}
+			var out, errOut bytes.Buffer
+			if code := runValidate([]string{p}, &out, &errOut); code != 0 {
+				t.Fatalf("exit %d, want 0\n%s%s", code, out.String(), errOut.String())
+			}
+		})
+	}
+}
+
+// TestValidateJobExistence: lines found in a directory are checked against
+// the jobs found there, even when there are none; a line file alone is not.
+func TestValidateJobExistence(t *testing.T) {
+	dir := t.TempDir()
+	line := writeFile(t, dir, "lines/l.toml", "[line]\nname = \"l\"\n[trigger]\ntype = \"manual\"\n[[stages]]\nid = \"a\"\njob = \"hello\"\n")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"directory without jobs", []string{dir}, 1, line + `: stages[0].job: unknown job "hello"`},
+		{"line file alone", []string{line}, 0, "ok: 1 files"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := runValidate(tc.args, &out, &errOut); code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s%s", code, tc.code, out.String(), errOut.String())
+			}
+			if !strings.Contains(out.String(), tc.want+"\n") {
+				t.Fatalf("output lacks %q:\n%s", tc.want, out.String())
+			}
+		})
+	}
+}
