@@ -2,10 +2,13 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -37,7 +40,9 @@ type JobResponse struct {
 	LatestVersion *JobVersionResponse `json:"latest_version"`
 }
 
-// LineDeploymentResponse is SPEC's line deployment.
+// LineDeploymentResponse is SPEC's line deployment. InputParams are the
+// deployment record's: the params of the entry job version the deploy
+// resolved (an unpinned entry job may have newer versions since).
 type LineDeploymentResponse struct {
 	ID            string          `json:"id"`
 	VersionNumber int             `json:"version_number"`
@@ -79,21 +84,36 @@ func lineDeploymentResponse(v store.LineVersion) LineDeploymentResponse {
 }
 
 // manifestBody returns the manifest of a deploy request and its format: raw
-// TOML with Content-Type application/toml, else JSON {"manifest": {...}}.
+// TOML with Content-Type application/toml, else JSON {"manifest": {...}}
+// (whatever the Content-Type says, so curl -d works; the message names a
+// Content-Type that is neither).
 func manifestBody(c *gin.Context) ([]byte, manifests.Format, error) {
 	data, err := readBody(c)
 	if err != nil {
 		return nil, "", err
 	}
-	mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	ct := c.GetHeader("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
 	switch mt {
 	case "application/toml", "text/toml", "application/x-toml":
 		return data, manifests.FormatTOML, nil
 	}
+	bad := func(msg string) error {
+		if mt != "" && mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+			msg += fmt.Sprintf(" (Content-Type %q is neither application/json nor application/toml)", ct)
+		}
+		return &ManifestInvalid{Problems: manifests.Problems{{Message: msg}}}
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, "", bad("the request body is empty: send JSON {\"manifest\": {...}} or TOML with Content-Type application/toml")
+	}
 	var wrapper map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&wrapper); err != nil {
-		return nil, "", &ManifestInvalid{Problems: manifests.Problems{{Message: "the body must be JSON {\"manifest\": {...}} or TOML with Content-Type application/toml: " + err.Error()}}}
+		return nil, "", bad("the body must be JSON {\"manifest\": {...}} or TOML with Content-Type application/toml: " + err.Error())
+	}
+	if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
+		return nil, "", bad(fmt.Sprintf("unexpected data after the JSON body (at byte %d)", len(data)-len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"))))
 	}
 	var ps manifests.Problems
 	for k := range wrapper {
@@ -242,6 +262,9 @@ func (s *Server) deployLine(c *gin.Context) error {
 	}
 	ps := manifests.ValidateLine(m)
 	ps = append(ps, manifests.CheckName("line.name", name, m.Line.Name)...)
+	if m.Trigger.Type == manifests.TriggerSchedule && len(m.Trigger.Cron) > maxCronLen {
+		ps = append(ps, manifests.Problem{Path: "trigger.cron", Message: fmt.Sprintf("is longer than %d characters", maxCronLen)})
+	}
 	var lookupErr error
 	ps = append(ps, manifests.CheckLineJobs(m, func(job, versionID string) (bool, bool) {
 		if _, err := s.store.GetJob(ctx, job); err != nil {
@@ -279,19 +302,16 @@ func (s *Server) deployLine(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	prevTrigger, err := s.latestTrigger(ctx, name)
+	if err != nil {
+		return err
+	}
 	v, created, err := s.store.DeployLineVersion(ctx, name, raw, params, hash)
 	if err != nil {
 		return err
 	}
-	if t := m.Trigger; created && t.Type == manifests.TriggerSchedule {
-		// A schedule trigger is the line's schedule.
-		sc := store.LineSchedule{LineName: name, Cron: t.Cron, Timezone: t.Timezone, Enabled: true, Inputs: t.Inputs}
-		if sc.Inputs == nil {
-			sc.Inputs = map[string]any{}
-		}
-		if _, err := s.saveSchedule(ctx, sc); err != nil {
-			return err
-		}
+	if err := s.syncTriggerSchedule(ctx, name, m.Trigger, prevTrigger, created); err != nil {
+		return err
 	}
 	status := http.StatusOK
 	if created {
@@ -299,6 +319,68 @@ func (s *Server) deployLine(c *gin.Context) error {
 	}
 	c.JSON(status, lineDeploymentResponse(v))
 	return nil
+}
+
+// latestTrigger returns the trigger type of a line's latest deployment, ""
+// when it has none.
+func (s *Server) latestTrigger(ctx context.Context, name string) (string, error) {
+	v, err := s.store.LatestLineVersion(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var m struct {
+		Trigger struct {
+			Type string `json:"type"`
+		} `json:"trigger"`
+	}
+	if err := json.Unmarshal(v.Manifest, &m); err != nil {
+		return "", fmt.Errorf("decode line %s version %d: %w", name, v.VersionNumber, err)
+	}
+	return m.Trigger.Type, nil
+}
+
+// syncTriggerSchedule keeps a line's schedule in step with a deploy: a
+// schedule trigger is the line's schedule, and a new version whose trigger is
+// no longer a schedule drops the schedule the previous one made. It runs on
+// every deploy, so an identical redeploy repairs a schedule the engine did
+// not take the first time. An identical redeploy keeps a stored schedule
+// (changed since by PUT, e.g. paused) and only hands it to the engine again;
+// the store does not bump the generation of an unchanged schedule. Lines
+// whose trigger is not a schedule keep their PUT-made schedules.
+func (s *Server) syncTriggerSchedule(ctx context.Context, name string, t manifests.Trigger, prevTrigger string, created bool) error {
+	if t.Type != manifests.TriggerSchedule {
+		if !created || prevTrigger != manifests.TriggerSchedule {
+			return nil
+		}
+		err := s.store.DeleteLineSchedule(ctx, name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if s.cfg.Runs != nil {
+			if err := s.cfg.Runs.DeleteSchedule(ctx, name); err != nil {
+				return httpError(http.StatusBadGateway, CodeBadGateway, "the line was deployed but the workflow engine did not drop its schedule: %v", err)
+			}
+		}
+		return nil
+	}
+	sc := store.LineSchedule{LineName: name, Cron: t.Cron, Timezone: t.Timezone, Enabled: true, Inputs: t.Inputs}
+	if !created {
+		cur, err := s.store.GetLineSchedule(ctx, name)
+		switch {
+		case err == nil:
+			sc = cur
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+	}
+	if sc.Inputs == nil {
+		sc.Inputs = map[string]any{}
+	}
+	_, err := s.saveSchedule(ctx, sc)
+	return err
 }
 
 // entryJob loads the job version the entry stage resolves to now: the pinned

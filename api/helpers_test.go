@@ -85,7 +85,13 @@ type req struct {
 	body         any    // marshalled to JSON unless a string
 	contentType  string // default application/json
 	scope        string // token scope; "" = no token; "bad" = a wrong token
+	chunked      bool   // send the body without a Content-Length
+	header       http.Header
 }
+
+// onlyReader hides the concrete reader type, so the request has no
+// Content-Length (as a chunked upload).
+type onlyReader struct{ io.Reader }
 
 func (h *harness) do(r req) response {
 	h.t.Helper()
@@ -103,7 +109,13 @@ func (h *harness) do(r req) response {
 		}
 		body = bytes.NewReader(data)
 	}
+	if body != nil && r.chunked {
+		body = onlyReader{body}
+	}
 	hr := httptest.NewRequest(r.method, r.path, body)
+	for k, vs := range r.header {
+		hr.Header[k] = vs
+	}
 	if body != nil {
 		ct := r.contentType
 		if ct == "" {

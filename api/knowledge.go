@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -11,6 +12,12 @@ import (
 
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/store"
+)
+
+// Lengths of the knowledge text columns.
+const (
+	maxIdentifierLen = 128
+	maxFormatLen     = 64
 )
 
 var (
@@ -73,16 +80,22 @@ func oneOf(s string, allowed []string) bool {
 // knowledgeVersion checks a request and builds the version it describes.
 func knowledgeVersion(req knowledgeRequest, identifier string, withIdentifier bool) (store.KnowledgeVersion, error) {
 	f := &fieldCheck{}
-	if withIdentifier {
+	switch {
+	case withIdentifier:
 		f.require(req.Identifier != nil, "identifier")
-		if req.Identifier != nil && !identifierRE.MatchString(*req.Identifier) {
-			f.add("identifier", "string_pattern_mismatch", "identifier must be lowercase letters, digits and hyphens", *req.Identifier)
-		}
 		if req.Identifier != nil {
 			identifier = *req.Identifier
+			switch {
+			case len(identifier) > maxIdentifierLen:
+				f.add("identifier", "string_too_long", fmt.Sprintf("identifier must be at most %d characters", maxIdentifierLen), identifier)
+			case !identifierRE.MatchString(identifier):
+				f.add("identifier", "string_pattern_mismatch", "identifier must be lowercase letters, digits and hyphens", identifier)
+			}
 		}
-	} else if req.Identifier != nil {
-		f.add("identifier", "extra_forbidden", "the identifier is fixed at creation; it is in the path", *req.Identifier)
+	case req.Identifier != nil && *req.Identifier != identifier:
+		// The identifier is fixed at creation and named by the path; the
+		// body may repeat it.
+		f.add("identifier", "value_error", fmt.Sprintf("identifier %q differs from the path's %q", *req.Identifier, identifier), *req.Identifier)
 	}
 	f.require(req.Type != nil, "type")
 	f.require(req.Level != nil, "level")
@@ -96,6 +109,9 @@ func knowledgeVersion(req knowledgeRequest, identifier string, withIdentifier bo
 	}
 	if req.Format != nil && *req.Format == "" {
 		f.add("format", "string_too_short", "format must not be empty", *req.Format)
+	}
+	if req.Format != nil && len(*req.Format) > maxFormatLen {
+		f.add("format", "string_too_long", fmt.Sprintf("format must be at most %d characters", maxFormatLen), *req.Format)
 	}
 	for i, l := range req.Links {
 		if !oneOf(l.LinkType, knowledgeLinkTs) {

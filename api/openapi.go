@@ -116,10 +116,6 @@ func schemas() openapi3.Schemas {
 	token := obj(map[string]*openapi3.Schema{"name!": str(), "scope!": enum(ScopeRead, ScopeWrite, ScopeAdmin), "created_at!": dt(),
 		"last_used_at!": dtN(), "token": str()}, nil)
 	tokenRequest := obj(map[string]*openapi3.Schema{"name!": str(), "scope": enum(ScopeRead, ScopeWrite, ScopeAdmin)}, nil)
-	jobManifest := obj(map[string]*openapi3.Schema{"job!": freeObject(), "run!": freeObject(), "schedule": freeObjectN(),
-		"verification": freeObjectN(), "outputs": freeObjectN()}, nil)
-	lineManifest := obj(map[string]*openapi3.Schema{"line!": freeObject(), "trigger!": freeObject(), "stages!": arr(freeObject()),
-		"transitions": arr(freeObject()), "agent": freeObjectN(), "limits": freeObject()}, nil)
 	deployRequest := func(manifest string) *openapi3.Schema {
 		return obj(nil, map[string]string{"manifest!": manifest})
 	}
@@ -151,7 +147,7 @@ func schemas() openapi3.Schemas {
 		"retry_of": strN(), "stop_reason": strN()}, nil)
 	control := obj(map[string]*openapi3.Schema{"action!": enum("select", "retry"), "from_stage": str(), "transition_id": str(), "option": str()}, nil)
 	startLine := obj(map[string]*openapi3.Schema{"params": freeObject()}, nil)
-	return openapi3.Schemas{
+	out := openapi3.Schemas{
 		"LineRun":             lineRun.NewRef(),
 		"TriggerPayload":      freeObject().NewRef(),
 		"LineRunStartRequest": startLine.NewRef(),
@@ -161,8 +157,6 @@ func schemas() openapi3.Schemas {
 		"StopRequest":         stopRun.NewRef(),
 		"ErrorBody":           errorBody.NewRef(),
 		"ValidationError":     validation.NewRef(),
-		"JobManifest":         jobManifest.NewRef(),
-		"LineManifest":        lineManifest.NewRef(),
 		"JobVersion":          jobVersion.NewRef(),
 		"JobVersionSummary":   jobVersionSummary.NewRef(),
 		"JobListItem":         obj(jobListItem, nil).NewRef(),
@@ -179,8 +173,12 @@ func schemas() openapi3.Schemas {
 		"Token":               token.NewRef(),
 		"TokenRequest":        tokenRequest.NewRef(),
 		"JobDeployRequest":    deployRequest("JobManifest").NewRef(),
-		"LineDeployRequest":   deployRequest("LineManifest").NewRef(),
+		"LineDeployRequest":   deployRequest("LineManifestInput").NewRef(),
 	}
+	for name, sc := range manifestSchemas() {
+		out[name] = sc
+	}
+	return out
 }
 
 // opSpec says what one endpoint answers.
@@ -279,12 +277,20 @@ func (s *Server) buildOpenAPI() *openapi3.T {
 	}
 	for _, r := range s.routes {
 		path := openAPIPath(r.Path)
-		spec, ok := operations[r.Method+" "+path]
+		head := r.Method == http.MethodHead
+		key := r.Method + " " + path
+		if head {
+			key = http.MethodGet + " " + path // HEAD answers as GET, without a body
+		}
+		spec, ok := operations[key]
 		if !ok {
 			continue // the completeness test names it
 		}
 		op := openapi3.NewOperation()
 		op.Summary = spec.summary
+		if head {
+			op.Summary += " (headers only)"
+		}
 		op.OperationID = strings.ToLower(r.Method) + strings.NewReplacer("/", "_", "{", "", "}", "", "-", "_", ".", "_").Replace(path)
 		if r.Scope == "" {
 			op.Security = &openapi3.SecurityRequirements{}
@@ -297,8 +303,13 @@ func (s *Server) buildOpenAPI() *openapi3.T {
 			}
 		}
 		for _, q := range spec.query {
-			schema := integer()
-			if q != "limit" && q != "offset" {
+			var schema *openapi3.Schema
+			switch q {
+			case "limit":
+				schema = integer().WithMin(1).WithMax(MaxLimit).WithDefault(DefaultLimit)
+			case "offset":
+				schema = integer().WithMin(0).WithDefault(0)
+			default:
 				schema = str()
 			}
 			p := openapi3.NewQueryParameter(q).WithSchema(schema)
@@ -313,6 +324,7 @@ func (s *Server) buildOpenAPI() *openapi3.T {
 		}
 		success := openapi3.NewResponse().WithDescription("success")
 		switch {
+		case head:
 		case r.Path == "/metrics":
 			success.WithContent(openapi3.Content{"text/plain": openapi3.NewMediaType().WithSchema(str())})
 		case spec.text:
@@ -329,7 +341,11 @@ func (s *Server) buildOpenAPI() *openapi3.T {
 			op.AddResponse(200, openapi3.NewResponse().WithDescription("identical to the latest version: nothing new stored").WithJSONSchemaRef(spec.response))
 		}
 		if r.Path == "/readyz" {
-			op.AddResponse(503, openapi3.NewResponse().WithDescription("not ready").WithJSONSchema(freeObject()))
+			notReady := openapi3.NewResponse().WithDescription("not ready")
+			if !head {
+				notReady.WithJSONSchema(freeObject())
+			}
+			op.AddResponse(503, notReady)
 		}
 		if r.Scope != "" {
 			op.AddResponse(401, errResp("missing or invalid bearer token (AUTH_REQUIRED)"))
@@ -365,4 +381,195 @@ func (s *Server) openapi(c *gin.Context) error {
 	}
 	c.Data(http.StatusOK, "application/json", s.doc.data)
 	return nil
+}
+
+// ---------------------------------------------------------------- manifests
+
+// closed is obj that allows no properties beyond the listed ones (unknown
+// manifest keys are errors).
+func closed(props map[string]*openapi3.Schema, refs map[string]string) *openapi3.Schema {
+	return obj(props, refs).WithoutAdditionalProperties()
+}
+
+func listOf(name string) *openapi3.Schema {
+	s := openapi3.NewArraySchema()
+	s.Items = ref(name)
+	return s
+}
+
+func mapOf(name string) *openapi3.Schema {
+	s := openapi3.NewObjectSchema()
+	s.AdditionalProperties = openapi3.AdditionalProperties{Schema: ref(name)}
+	return s
+}
+
+func nullable(s *openapi3.Schema) *openapi3.Schema { return s.WithNullable() }
+
+func described(s *openapi3.Schema, desc string) *openapi3.Schema {
+	s.Description = desc
+	return s
+}
+
+// union is a oneOf of component schemas told apart by the discriminator
+// property prop; mapping maps each discriminator value to its component.
+func union(prop string, mapping map[string]string) *openapi3.Schema {
+	s := &openapi3.Schema{Discriminator: &openapi3.Discriminator{PropertyName: prop, Mapping: map[string]openapi3.MappingRef{}}}
+	seen := map[string]bool{}
+	var names []string
+	for value, name := range mapping {
+		s.Discriminator.Mapping[value] = openapi3.MappingRef{Ref: "#/components/schemas/" + name}
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	sortStrings(names)
+	for _, n := range names {
+		s.OneOf = append(s.OneOf, ref(n))
+	}
+	return s
+}
+
+// manifestSchemas describes job and line manifests as SPEC does: the
+// discriminated unions are oneOf with a discriminator.
+func manifestSchemas() openapi3.Schemas {
+	paramType := enum("string", "integer", "number", "boolean", "array")
+	itemsType := func() *openapi3.Schema { return nullable(enum("string", "integer", "number", "boolean")) }
+	harnesses := []string{"agent_a", "agent_b", "agent_c", "agent_d"}
+	minInt := func(min float64) *openapi3.Schema { return intN().WithMin(min) }
+	strList := func() *openapi3.Schema { return nullable(arr(str())) }
+	s := openapi3.Schemas{}
+	add := func(name string, schema *openapi3.Schema) { s[name] = schema.NewRef() }
+
+	// bindings of instructions and prompts
+	add("Binding", union("type", map[string]string{"knowledge": "KnowledgeBinding", "literal": "LiteralBinding"}))
+	add("KnowledgeBinding", closed(map[string]*openapi3.Schema{"type!": enum("knowledge"), "slug!": described(str(), "a knowledge item identifier; its latest version at run start")}, nil))
+	add("LiteralBinding", closed(map[string]*openapi3.Schema{"type!": enum("literal"), "value!": anyValue()}, nil))
+
+	// jobs
+	add("JobManifest", closed(map[string]*openapi3.Schema{"schedule": nullableRef("ScheduleSection"), "verification": nullableRef("VerificationSection"),
+		"outputs": described(nullable(mapOf("JobOutputSpec")), "public output contract of the job and of downstream lines")},
+		map[string]string{"job!": "JobSection", "run!": "RunSection"}))
+	add("JobSection", closed(map[string]*openapi3.Schema{"name!": described(str(), "must equal the deploy path name"), "version": strN(), "description": strN(),
+		"params": described(nullable(mapOf("JobParamSpec")), "referenced as {{name}} in manifest strings; {{run_id}} is reserved")}, nil))
+	add("JobParamSpec", closed(map[string]*openapi3.Schema{"type!": paramType, "items": itemsType(), "required": boolean().WithDefault(false),
+		"description": strN(), "pattern": strN(), "prefix": strN(), "enum": nullable(arr(anyValue())),
+		"default": described(anyValue(), "must fit type, items, enum, pattern and prefix; not with required = true")}, nil))
+	add("RunSection", closed(map[string]*openapi3.Schema{"tasks!": listOf("Task").WithMinItems(1), "fail_fast": boolean().WithDefault(true),
+		"fanout": boolean().WithDefault(false), "concurrency": integer().WithMin(1).WithDefault(1),
+		"workdir": described(strN(), "working directory of every exec and run_agent step; falls back to run.sandbox.workdir, default ."),
+		"timeout": described(strN(), "Go duration string, e.g. 30m"), "region": strN(), "teardown_on_complete": nullable(boolean()),
+		"resume_on_start": nullable(boolean()), "sandbox": nullableRef("SandboxConfig")}, nil))
+	add("Task", closed(map[string]*openapi3.Schema{"name!": str(), "steps!": listOf("Step").WithMinItems(1), "sandbox": nullableRef("SandboxConfig")}, nil))
+	add("Step", described(closed(map[string]*openapi3.Schema{"name": strN(), "workdir": strN(), "timeout": described(minInt(1), "seconds"),
+		"user": strN(), "exec": described(strList(), "shell command; {{name}} substituted in each element"), "run_agent": nullableRef("RunAgent"),
+		"snapshot": nullableRef("SnapshotStep"), "pause": nullable(boolean()), "resume": nullable(boolean()), "delete": nullable(boolean()),
+		"upload": described(strN(), "not implemented; must not be authored"), "download": described(strN(), "not implemented; must not be authored"),
+		"outputs": nullableRef("StepOutputs")}, nil),
+		"exactly one action key among exec, run_agent, snapshot, pause, resume, delete"))
+	add("SnapshotStep", closed(map[string]*openapi3.Schema{"name!": str()}, nil))
+	add("StepOutputs", described(&openapi3.Schema{OneOf: openapi3.SchemaRefs{arr(str()).NewRef(), mapOf("StepOutputClaim").NewRef()}},
+		"the output keys the step claims: a list of key names, or a table keyed by output key"))
+	add("StepOutputClaim", closed(map[string]*openapi3.Schema{"from": str(), "required": boolean()}, nil))
+	add("RunAgent", union("mode", map[string]string{"exec": "RunAgentExec", "session": "RunAgentSession"}))
+	add("RunAgentExec", closed(map[string]*openapi3.Schema{"mode!": enum("exec"), "command!": arr(str()),
+		"harness!": enum(append(append([]string(nil), harnesses...), "custom")...), "model": strN()}, nil))
+	add("RunAgentSession", closed(map[string]*openapi3.Schema{"mode!": enum("session"), "harness!": enum(harnesses...), "command": strList(),
+		"effort": described(strN(), "reasoning effort; requires model"), "knowledge": nullable(listOf("KnowledgeRef")), "mcp": nullable(listOf("MCPServer")),
+		"model": strN(), "model_provider": nullable(enum("svc", "svc_inference")), "prompt": nullableRef("Binding"), "resume_prompt": nullableRef("Binding"),
+		"session": strN()}, nil))
+	add("KnowledgeRef", closed(map[string]*openapi3.Schema{"slug!": str()}, nil))
+	add("MCPServer", closed(map[string]*openapi3.Schema{"key!": str(), "url!": str()}, nil))
+	add("SandboxConfig", closed(map[string]*openapi3.Schema{"mode": enum("provision", "ensure", "reuse").WithDefault("provision"),
+		"name": described(strN(), "required for ensure and reuse; supports {{param}}"), "image": described(strN(), "required for provision and ensure"),
+		"vcpus": integer().WithMin(1).WithDefault(2), "memory_mb": integer().WithMin(1).WithDefault(2048), "disk_gb": integer().WithMin(1).WithDefault(10),
+		"snapshot_name": strN(), "gateway_profile": strN(), "environment": strN(), "cache_key": strN(), "init": nullableRef("SandboxInit"),
+		"internet_enabled": boolean().WithDefault(true), "workdir": strN(), "env": nullable(openapi3.NewObjectSchema().WithAdditionalProperties(str())),
+		"sources": nullable(listOf("GitSource")), "setup_scripts": nullable(listOf("SetupScript")), "lifecycle": nullableRef("SandboxLifecycle")}, nil))
+	add("SandboxInit", union("type", map[string]string{"custom": "SandboxInitCustom", "full": "SandboxInitFull", "minimal": "SandboxInitMinimal"}))
+	add("SandboxInitCustom", closed(map[string]*openapi3.Schema{"type!": enum("custom"), "await_ready": boolean().WithDefault(false),
+		"capabilities": nullable(arr(enum("ssh", "docker")))}, nil))
+	add("SandboxInitFull", closed(map[string]*openapi3.Schema{"type!": enum("full")}, nil))
+	add("SandboxInitMinimal", closed(map[string]*openapi3.Schema{"type!": enum("minimal")}, nil))
+	add("GitSource", closed(map[string]*openapi3.Schema{"repo_url!": str(), "branch": strN(), "target_path": strN(), "primary": nullable(boolean())}, nil))
+	add("SetupScript", closed(map[string]*openapi3.Schema{"script!": str(), "name": str()}, nil))
+	add("SandboxLifecycle", closed(map[string]*openapi3.Schema{"auto_resume": nullable(enum("never", "on_activity")),
+		"delete_after": described(minInt(0), "seconds"), "pause_after": described(minInt(0), "seconds"), "pause_after_idle": described(minInt(0), "seconds")}, nil))
+	add("ScheduleSection", closed(map[string]*openapi3.Schema{"cron!": described(str(), "standard 5-field cron; every param the schedule uses needs a default"),
+		"timezone": described(str(), "IANA name").WithDefault("UTC"), "enabled": boolean().WithDefault(true)}, nil))
+	add("VerificationSection", closed(map[string]*openapi3.Schema{"enabled": boolean().WithDefault(false), "gate": nullableRef("VerificationGate")}, nil))
+	add("VerificationGate", closed(map[string]*openapi3.Schema{"compare_to": strN(), "min_pass_rate": openapi3.NewFloat64Schema().WithNullable()}, nil))
+	add("JobOutputSpec", closed(map[string]*openapi3.Schema{"type!": paramType, "items": described(itemsType(), "required when type is array"),
+		"required": boolean().WithDefault(true), "description": strN(), "enum": nullable(arr(anyValue())),
+		"reduce": enum("one", "last", "collect", "gather").WithDefault("one")}, nil))
+
+	// lines
+	lineManifest := func(limits string) *openapi3.Schema {
+		return closed(map[string]*openapi3.Schema{"stages!": listOf("LineStage").WithMinItems(1), "transitions": listOf("Transition"),
+			"agent": nullableRef("LineAgentConfig")},
+			map[string]string{"line!": "LineSection", "trigger!": "Trigger", "limits": limits})
+	}
+	add("LineManifest", lineManifest("LineLimits"))
+	add("LineManifestInput", described(lineManifest("LineLimitsInput"), "a line manifest as deployed: limits.budget_usd may be a number"))
+	add("LineSection", closed(map[string]*openapi3.Schema{"name!": described(str(), "must equal the deploy path name"), "description": strN(), "category": strN()}, nil))
+	add("LineStage", closed(map[string]*openapi3.Schema{"id!": str(), "job!": described(str(), "job name"), "job_version_id": described(strN(), "pins a version of the job"),
+		"description": strN(), "max_attempts": minInt(1)}, nil))
+	add("LineAgentConfig", closed(map[string]*openapi3.Schema{"instructions": nullableRef("Binding")}, nil))
+	limits := func(budget *openapi3.Schema) *openapi3.Schema {
+		return closed(map[string]*openapi3.Schema{"max_iterations": minInt(1), "budget_usd": budget,
+			"timeout": described(strN(), "Go duration string, e.g. 2h")}, nil)
+	}
+	add("LineLimits", limits(described(strN().WithPattern(`^-?[0-9]+\.[0-9]{2}$`), `decimal string with two places, e.g. "25.50"`)))
+	add("LineLimitsInput", limits(described(&openapi3.Schema{Nullable: true, OneOf: openapi3.SchemaRefs{
+		str().WithPattern(`^\s*-?([0-9]+\.?[0-9]*|\.[0-9]+)\s*$`).NewRef(), openapi3.NewFloat64Schema().NewRef()}},
+		"a number or a decimal string; returned as a decimal string")))
+	add("Trigger", union("type", map[string]string{"integration_trigger": "IntegrationTrigger", "manual": "ManualTrigger",
+		"schedule": "ScheduleTrigger", "webhook": "WebhookTrigger"}))
+	add("IntegrationTrigger", closed(map[string]*openapi3.Schema{"type!": enum("integration_trigger"), "name!": str(),
+		"provider!": enum("code_host", "issue_tracker_a", "chat_tool"), "filters": listOf("Condition"), "outputs": mapOf("TriggerPathBinding")},
+		map[string]string{"selector!": "Selector"}))
+	add("ManualTrigger", closed(map[string]*openapi3.Schema{"type!": enum("manual")}, nil))
+	add("ScheduleTrigger", closed(map[string]*openapi3.Schema{"type!": enum("schedule"), "cron!": described(str(), "standard 5-field cron"),
+		"inputs": freeObject(), "timezone": described(str(), "IANA name").WithDefault("UTC")}, nil))
+	add("WebhookTrigger", closed(map[string]*openapi3.Schema{"type!": enum("webhook"), "path!": str()}, nil))
+	add("TriggerPathBinding", closed(map[string]*openapi3.Schema{"type!": enum("trigger_path"), "path!": str()}, nil))
+	// The selector's provider is the trigger's, so it may be absent: the
+	// variants are told apart by the trigger, not by a discriminator here.
+	add("Selector", described(&openapi3.Schema{AnyOf: openapi3.SchemaRefs{ref("CodeHostSelector"), ref("IssueTrackerASelector"), ref("ChatToolSelector")}},
+		"one variant per provider (the trigger's provider); every field is optional"))
+	scope := func() *openapi3.Schema { return enum("all", "selected") }
+	add("CodeHostSelector", closed(map[string]*openapi3.Schema{"provider": enum("code_host"), "kind": enum("repository").WithDefault("repository"),
+		"repositories": arr(str()), "scope": scope()}, nil))
+	add("IssueTrackerASelector", closed(map[string]*openapi3.Schema{"provider": enum("issue_tracker_a"), "kind": enum("issue").WithDefault("issue"),
+		"labels": arr(str()), "project_ids": arr(str()), "scope": scope(), "states": arr(str()), "team_ids": arr(str())}, nil))
+	add("ChatToolSelector", closed(map[string]*openapi3.Schema{"provider": enum("chat_tool"), "channels": arr(str()),
+		"kind": enum("channel").WithDefault("channel"), "scope": scope()}, nil))
+	add("Transition", union("type", map[string]string{"conditional": "ConditionalTransition", "agentic": "AgenticTransition"}))
+	add("ConditionalTransition", closed(map[string]*openapi3.Schema{"type!": enum("conditional"), "id!": str(), "from!": str(), "to!": str(),
+		"label": strN(), "max_iterations": minInt(1), "params": mapOf("ParamBinding")}, map[string]string{"when!": "Condition"}))
+	add("AgenticTransition", closed(map[string]*openapi3.Schema{"type!": enum("agentic"), "id!": str(), "from!": str(), "label": strN(),
+		"options": listOf("AgenticTransitionOption")}, map[string]string{"instructions!": "Binding"}))
+	add("AgenticTransitionOption", closed(map[string]*openapi3.Schema{"name!": str(), "to!": str(), "label": strN(), "params": mapOf("ParamBinding")}, nil))
+	add("ParamBinding", union("type", map[string]string{"input": "InputParamBinding", "literal": "LiteralParamBinding", "output": "OutputParamBinding"}))
+	add("InputParamBinding", closed(map[string]*openapi3.Schema{"type!": enum("input"), "name!": described(str(), "a line run param")}, nil))
+	add("LiteralParamBinding", closed(map[string]*openapi3.Schema{"type!": enum("literal"), "value!": anyValue()}, nil))
+	add("OutputParamBinding", closed(map[string]*openapi3.Schema{"type!": enum("output"), "name!": described(str(), "a published output key"),
+		"stage!": str()}, nil))
+	add("Condition", union("op", map[string]string{"all": "GroupCondition", "any": "GroupCondition", "not": "NotCondition", "always": "AlwaysCondition",
+		"eq": "CompareCondition", "ne": "CompareCondition", "contains": "CompareCondition", "not_contains": "CompareCondition",
+		"exists": "OperandCondition", "missing": "OperandCondition", "truthy": "OperandCondition", "falsy": "OperandCondition"}))
+	add("GroupCondition", closed(map[string]*openapi3.Schema{"op!": enum("all", "any"), "conditions!": listOf("Condition")}, nil))
+	add("NotCondition", closed(map[string]*openapi3.Schema{"op!": enum("not")}, map[string]string{"condition!": "Condition"}))
+	add("AlwaysCondition", closed(map[string]*openapi3.Schema{"op!": enum("always")}, nil))
+	add("CompareCondition", closed(map[string]*openapi3.Schema{"op!": enum("eq", "ne", "contains", "not_contains")},
+		map[string]string{"left!": "Operand", "right!": "Operand"}))
+	add("OperandCondition", closed(map[string]*openapi3.Schema{"op!": enum("exists", "missing", "truthy", "falsy")},
+		map[string]string{"operand!": "Operand"}))
+	add("Operand", union("type", map[string]string{"literal": "LiteralOperand", "stage": "StageOperand", "transition": "TransitionOperand", "trigger": "TriggerOperand"}))
+	add("LiteralOperand", closed(map[string]*openapi3.Schema{"type!": enum("literal"), "value!": anyValue()}, nil))
+	add("StageOperand", closed(map[string]*openapi3.Schema{"type!": enum("stage"), "path!": str(),
+		"stage": described(strN(), "default: the transition's from stage")}, nil))
+	add("TransitionOperand", closed(map[string]*openapi3.Schema{"type!": enum("transition"), "id!": str(), "path!": str()}, nil))
+	add("TriggerOperand", closed(map[string]*openapi3.Schema{"type!": enum("trigger"), "path!": str()}, nil))
+	return s
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -9,6 +10,13 @@ import (
 
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/store"
+)
+
+// Lengths of the stored text columns that user input reaches; longer input is
+// answered 422 rather than left to fail in the database.
+const (
+	maxCronLen      = 255
+	maxTokenNameLen = 128
 )
 
 // ScheduleResponse is SPEC's line schedule.
@@ -39,7 +47,9 @@ func (s *Server) putSchedule(c *gin.Context) error {
 	f := &fieldCheck{}
 	f.require(req.Cron != nil, "cron")
 	if req.Cron != nil {
-		if err := manifests.ValidateCron(*req.Cron); err != nil {
+		if len(*req.Cron) > maxCronLen {
+			f.add("cron", "string_too_long", fmt.Sprintf("cron must be at most %d characters", maxCronLen), *req.Cron)
+		} else if err := manifests.ValidateCron(*req.Cron); err != nil {
 			f.add("cron", "value_error", err.Error(), *req.Cron)
 		}
 	}
@@ -130,6 +140,9 @@ func (s *Server) createToken(c *gin.Context) error {
 	}
 	f := &fieldCheck{}
 	f.require(req.Name != nil && *req.Name != "", "name")
+	if req.Name != nil && len(*req.Name) > maxTokenNameLen {
+		f.add("name", "string_too_long", fmt.Sprintf("name must be at most %d characters", maxTokenNameLen), *req.Name)
+	}
 	scope := ScopeRead
 	if req.Scope != nil {
 		scope = *req.Scope

@@ -55,6 +55,7 @@ type Store interface {
 	FindTokenByHash(ctx context.Context, hash string) (store.Token, error)
 	ListTokens(ctx context.Context) ([]store.Token, error)
 	DeleteToken(ctx context.Context, name string) error
+	TouchToken(ctx context.Context, id string, at time.Time) error
 
 	RunStore
 	LineRunStore
@@ -73,6 +74,8 @@ type Config struct {
 	// IntegrationSecrets holds a signing secret per provider; events of a
 	// provider with a secret need a valid X-Signature-256.
 	IntegrationSecrets map[string]string
+	// Now is the clock; default time.Now.
+	Now func() time.Time
 }
 
 // Server is the REST API.
@@ -112,12 +115,18 @@ func New(cfg Config, st Store) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{store: st, cfg: cfg, log: cfg.Logger, engine: gin.New(), metrics: newMetrics()}
 	e := s.engine
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
-	e.Use(s.requestIDMiddleware, s.logMiddleware, s.recoverMiddleware, s.bodyLimitMiddleware)
+	// No HTML redirects: /jobs/ is a JSON 404 like any unknown path.
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
+	e.Use(s.requestIDMiddleware, s.logMiddleware, s.recoverMiddleware)
 	e.NoRoute(func(c *gin.Context) {
 		s.writeError(c, httpError(http.StatusNotFound, CodeNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path))
 	})
@@ -138,11 +147,13 @@ type handler func(c *gin.Context) error
 
 func (s *Server) handle(method, path, scope string, h handler) {
 	s.routes = append(s.routes, Route{Method: method, Path: path, Scope: scope})
+	// Auth comes before the body limit, so an unauthenticated request is
+	// answered 401 whatever its size.
 	chain := []gin.HandlerFunc{}
 	if scope != "" {
 		chain = append(chain, s.authMiddleware(scope))
 	}
-	chain = append(chain, func(c *gin.Context) {
+	chain = append(chain, s.bodyLimitMiddleware, func(c *gin.Context) {
 		if err := h(c); err != nil {
 			s.writeError(c, err)
 		}
@@ -151,11 +162,13 @@ func (s *Server) handle(method, path, scope string, h handler) {
 }
 
 func (s *Server) registerRoutes() {
-	// operations (public)
-	s.handle(http.MethodGet, "/healthz", "", s.healthz)
-	s.handle(http.MethodGet, "/readyz", "", s.readyz)
-	s.handle(http.MethodGet, "/metrics", "", s.metricsHandler)
-	s.handle(http.MethodGet, "/openapi.json", "", s.openapi)
+	// operations (public), also answering HEAD
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		s.handle(m, "/healthz", "", s.healthz)
+		s.handle(m, "/readyz", "", s.readyz)
+		s.handle(m, "/metrics", "", s.metricsHandler)
+		s.handle(m, "/openapi.json", "", s.openapi)
+	}
 	// jobs
 	s.handle(http.MethodPost, "/jobs/:name/versions", ScopeWrite, s.createJobVersion)
 	s.handle(http.MethodGet, "/jobs/:name/versions", ScopeRead, s.listJobVersions)
@@ -307,11 +320,25 @@ func (s *Server) authMiddleware(scope string) gin.HandlerFunc {
 			return
 		}
 		c.Set(actorKey, tok.Name)
+		s.touchToken(c, tok)
 		if scopeRank[tok.Scope] < scopeRank[scope] {
 			s.writeError(c, httpError(http.StatusForbidden, CodeAccessDenied, "token %q has scope %s; this needs %s", tok.Name, tok.Scope, scope))
 			return
 		}
 		c.Next()
+	}
+}
+
+// touchToken records that a token was used. A failure is logged, never
+// answered: the request itself is authorized.
+func (s *Server) touchToken(c *gin.Context, tok store.Token) {
+	now := s.cfg.Now()
+	if tok.LastUsedAt != nil && now.Sub(*tok.LastUsedAt) < store.TokenTouchInterval {
+		return
+	}
+	if err := s.store.TouchToken(c.Request.Context(), tok.ID, now); err != nil {
+		s.log.WarnContext(c.Request.Context(), "record token use", slog.String("request_id", requestID(c)),
+			slog.String("token", tok.Name), slog.String("error", err.Error()))
 	}
 }
 

@@ -138,7 +138,7 @@ func (s *Store) deploy(ctx context.Context, k kind, name string, manifest, input
 func (s *Store) listDefs(ctx context.Context, k kind, limit, offset int) ([]Job, error) {
 	limit, offset = clampPage(limit, offset)
 	var rows []definitionModel
-	if err := s.db.WithContext(ctx).Table(k.defs).Order("name asc").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
+	if err := s.db.WithContext(ctx).Table(k.defs).Order(s.byteOrder("name")).Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
 		return nil, translate(err, "list "+k.defs)
 	}
 	out := make([]Job, len(rows))
@@ -190,7 +190,7 @@ func (s *Store) DeployJobVersion(ctx context.Context, name string, manifest json
 	return toJobVersion(v), created, err
 }
 
-// ListJobs lists jobs by name ascending.
+// ListJobs lists jobs by name ascending, in byte order on both databases.
 func (s *Store) ListJobs(ctx context.Context, limit, offset int) ([]Job, error) {
 	return s.listDefs(ctx, jobKind, limit, offset)
 }
@@ -234,7 +234,7 @@ func (s *Store) DeployLineVersion(ctx context.Context, name string, manifest, in
 	return toLineVersion(v), created, err
 }
 
-// ListLines lists lines by name ascending.
+// ListLines lists lines by name ascending, in byte order on both databases.
 func (s *Store) ListLines(ctx context.Context, limit, offset int) ([]Line, error) {
 	return s.listDefs(ctx, lineKind, limit, offset)
 }

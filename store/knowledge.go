@@ -142,11 +142,11 @@ func (s *Store) AddKnowledgeVersion(ctx context.Context, v KnowledgeVersion) (Kn
 	return out, created, translate(err, fmt.Sprintf("knowledge %q", v.Identifier))
 }
 
-// ListKnowledge lists knowledge items by identifier ascending.
+// ListKnowledge lists knowledge items by identifier ascending, in byte order.
 func (s *Store) ListKnowledge(ctx context.Context, limit, offset int) ([]KnowledgeItem, error) {
 	limit, offset = clampPage(limit, offset)
 	var rows []knowledgeItemModel
-	if err := s.db.WithContext(ctx).Order("identifier asc").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
+	if err := s.db.WithContext(ctx).Order(s.byteOrder("identifier")).Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
 		return nil, translate(err, "list knowledge")
 	}
 	out := make([]KnowledgeItem, len(rows))

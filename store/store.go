@@ -246,6 +246,16 @@ func (JSON[T]) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
 	return "text"
 }
 
+// byteOrder is an ascending ORDER BY on a text column in byte order.
+// PostgreSQL otherwise follows the database collation ("a-b" after "aB" under
+// en_US), SQLite's default BINARY collation is byte order already.
+func (s *Store) byteOrder(column string) string {
+	if s.postgres {
+		return column + ` COLLATE "C" asc`
+	}
+	return column + " asc"
+}
+
 func clampPage(limit, offset int) (int, int) {
 	if limit <= 0 {
 		limit = 50

@@ -29,7 +29,7 @@ type tokenModel struct {
 func (tokenModel) TableName() string { return "tokens" }
 
 func (m tokenModel) domain() Token {
-	return Token{ID: m.ID, Name: m.Name, Scope: m.Scope, Hash: m.Hash, CreatedAt: m.CreatedAt.UTC(), LastUsedAt: m.LastUsedAt}
+	return Token{ID: m.ID, Name: m.Name, Scope: m.Scope, Hash: m.Hash, CreatedAt: m.CreatedAt.UTC(), LastUsedAt: utcPtr(m.LastUsedAt)}
 }
 
 // CreateToken stores a token by the hex SHA-256 of its secret; ErrConflict if
@@ -55,6 +55,21 @@ func (s *Store) FindTokenByHash(ctx context.Context, hash string) (Token, error)
 	return m.domain(), nil
 }
 
+// TokenTouchInterval is how often at most a token's LastUsedAt is written, so
+// authenticating a request does not cost a write every time.
+const TokenTouchInterval = time.Minute
+
+// TouchToken records that a token was used at the given time, unless its use
+// was recorded less than TokenTouchInterval before (concurrent requests
+// write once).
+func (s *Store) TouchToken(ctx context.Context, id string, at time.Time) error {
+	at = at.UTC()
+	err := s.db.WithContext(ctx).Model(&tokenModel{}).
+		Where("id = ? AND (last_used_at IS NULL OR last_used_at <= ?)", id, at.Add(-TokenTouchInterval)).
+		Update("last_used_at", at).Error
+	return translate(err, "touch token")
+}
+
 // GetTokenByName returns a token by name.
 func (s *Store) GetTokenByName(ctx context.Context, name string) (Token, error) {
 	var m tokenModel
@@ -67,7 +82,7 @@ func (s *Store) GetTokenByName(ctx context.Context, name string) (Token, error) 
 // ListTokens lists tokens by name.
 func (s *Store) ListTokens(ctx context.Context) ([]Token, error) {
 	var rows []tokenModel
-	if err := s.db.WithContext(ctx).Order("name asc").Find(&rows).Error; err != nil {
+	if err := s.db.WithContext(ctx).Order(s.byteOrder("name")).Find(&rows).Error; err != nil {
 		return nil, translate(err, "list tokens")
 	}
 	out := make([]Token, len(rows))
@@ -87,4 +102,12 @@ func (s *Store) DeleteToken(ctx context.Context, name string) error {
 		return fmt.Errorf("token %q: %w", name, ErrNotFound)
 	}
 	return nil
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
