@@ -213,7 +213,7 @@ func TestLines(t *testing.T) {
 		}
 		r = h.do(req{method: "GET", path: "/factory/lines/build-until-green", scope: ScopeRead})
 		expect(t, r, http.StatusOK)
-		if got := r.json(t); got["latest_deployment"].(map[string]any)["id"] != d["id"] {
+		if got := r.json(t); got["latest_deployment"].(map[string]any)["id"] != d["id"] || got["latest_version"].(map[string]any)["id"] != d["id"] {
 			t.Fatalf("line: %v", got)
 		}
 		expectError(t, h.do(req{method: "GET", path: "/factory/lines/nope", scope: ScopeRead}), 404, CodeNotFound)

@@ -64,6 +64,9 @@ type LineListItem struct {
 type LineResponse struct {
 	LineListItem
 	LatestDeployment *LineDeploymentResponse `json:"latest_deployment"`
+	// LatestVersion repeats LatestDeployment under the name jobs and
+	// knowledge items use, so clients can read all three alike.
+	LatestVersion *LineDeploymentResponse `json:"latest_version"`
 }
 
 func jobVersionResponse(v store.JobVersion, withManifest bool) JobVersionResponse {
@@ -442,6 +445,7 @@ func (s *Server) getLine(c *gin.Context) error {
 	case err == nil:
 		d := lineDeploymentResponse(v)
 		out.LatestDeployment = &d
+		out.LatestVersion = &d
 	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}

@@ -89,7 +89,7 @@ func schemas() openapi3.Schemas {
 		"input_params": arr(&openapi3.Schema{AllOf: openapi3.SchemaRefs{ref("JobParamDefinition")}})},
 		map[string]string{"manifest!": "LineManifest"})
 	line := obj(map[string]*openapi3.Schema{"id!": str(), "name!": str(), "latest_version_number!": intN(), "created_at!": dt(),
-		"latest_deployment!": nullableRef("LineDeployment")}, nil)
+		"latest_deployment!": nullableRef("LineDeployment"), "latest_version!": nullableRef("LineDeployment")}, nil)
 	paramType := enum("string", "integer", "number", "boolean", "array")
 	itemsType := enum("string", "integer", "number", "boolean")
 	itemsType.Nullable = true
