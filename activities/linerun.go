@@ -82,6 +82,9 @@ type CreateStageRunInput struct {
 	JobVersionID string
 	ParamSpecs   map[string]manifests.JobParamSpec
 	Params       map[string]any
+	Iteration    int
+	Order        int
+	At           time.Time
 }
 
 // CreateStageRunResult is the created job run, or the problems of its params.
@@ -89,10 +92,13 @@ type CreateStageRunResult struct {
 	JobRunID string
 	Params   map[string]any
 	Problems string
+	// LineRun is the line run with the running visit recorded.
+	LineRun store.LineRun
 }
 
-// CreateStageRun checks the stage's params against its job and stores the
-// queued job run (idempotent on its id).
+// CreateStageRun checks the stage's params against its job, stores the
+// queued job run and records the visit as running on the line run
+// (idempotent on the job run id).
 func (a *Activities) CreateStageRun(ctx context.Context, in CreateStageRunInput) (CreateStageRunResult, error) {
 	params, ps := manifests.ApplyParams(in.ParamSpecs, in.Params)
 	if ps != nil {
@@ -104,7 +110,22 @@ func (a *Activities) CreateStageRun(ctx context.Context, in CreateStageRunInput)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return CreateStageRunResult{}, err
 	}
-	return CreateStageRunResult{JobRunID: in.JobRunID, Params: params}, nil
+	at := in.At.UTC()
+	run, err := a.Store.UpdateLineRun(ctx, in.LineRunID, func(r *store.LineRun) error {
+		for _, s := range r.Stages {
+			if s.JobRunID != nil && *s.JobRunID == in.JobRunID {
+				return nil // a retried activity
+			}
+		}
+		id := in.JobRunID
+		r.Stages = append(r.Stages, store.LineRunStage{StageName: in.Stage, StageOrder: in.Order, Iteration: in.Iteration,
+			Status: StatusRunning, JobRunID: &id, StartedAt: &at})
+		return nil
+	})
+	if err != nil {
+		return CreateStageRunResult{}, err
+	}
+	return CreateStageRunResult{JobRunID: in.JobRunID, Params: params, LineRun: run}, nil
 }
 
 // StageVisit is one finished stage visit.
@@ -127,28 +148,74 @@ type RecordStageInput struct {
 	Visit StageVisit
 }
 
-// RecordStage appends a stage visit to the line run with its costs,
-// outputs and artifacts.
+// RecordStage ends a stage visit on the line run (updating its running
+// entry in place) with the job run's costs, outputs and artifacts. A job run
+// that never started (its start failed or a stop came first) is closed with
+// the visit's status so nothing stays queued.
 func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) (store.LineRun, error) {
 	v := in.Visit
-	var (
-		artifacts []map[string]any
-		started   *time.Time
-	)
-	if jr, err := a.Store.GetJobRun(ctx, v.JobRunID); err == nil {
-		artifacts, started = jr.ArtifactRefs, jr.StartedAt
-	}
 	now := a.now()
+	jr, err := a.Store.GetJobRun(ctx, v.JobRunID)
+	found := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.LineRun{}, err
+	}
+	// The child has closed by now, so a job run that is not final never
+	// recorded its end (its start failed, or it was stopped first).
+	if found && !finalJobStatus[jr.Status] && v.Status != StatusSucceeded {
+		jr, err = a.Store.UpdateJobRun(ctx, v.JobRunID, func(r *store.JobRun) error {
+			if finalJobStatus[r.Status] {
+				return nil
+			}
+			msg := v.ErrorMessage
+			if msg == "" {
+				msg = "the job run never started"
+			}
+			r.Status, r.CompletedAt, r.ErrorMessage = v.Status, &now, &msg
+			r.ErrorCode, r.FailureClass = strp(v.ErrorCode), strp(v.FailureClass)
+			r.CostRatedAt = &now
+			return nil
+		})
+		if err != nil {
+			return store.LineRun{}, err
+		}
+	}
+	entry := store.LineRunStage{StageName: v.Stage, StageOrder: v.Order, Iteration: v.Iteration, Status: v.Status,
+		ComputeCostCents: v.CostCents, TotalCostCents: v.CostCents, CostRatedAt: &now, CompletedAt: &now}
+	var artifacts []map[string]any
+	if found {
+		artifacts = jr.ArtifactRefs
+		entry.StartedAt = jr.StartedAt
+		entry.ComputeCostCents, entry.InferenceCostCents = jr.ComputeCostCents, jr.InferenceCostCents
+		entry.TotalCostCents = jr.ComputeCostCents + jr.InferenceCostCents
+		if jr.CostRatedAt != nil {
+			entry.CostRatedAt = jr.CostRatedAt
+		}
+		if jr.CompletedAt != nil {
+			entry.CompletedAt = jr.CompletedAt
+		}
+	}
+	entry.ArtifactCount = len(artifacts)
 	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
-		for _, s := range r.Stages {
+		i := -1
+		for j, s := range r.Stages {
 			if s.JobRunID != nil && *s.JobRunID == v.JobRunID {
-				return nil // a retried activity
+				i = j
 			}
 		}
+		if i >= 0 && r.Stages[i].Status != StatusRunning {
+			return nil // a retried activity
+		}
 		id := v.JobRunID
-		r.Stages = append(r.Stages, store.LineRunStage{StageName: v.Stage, StageOrder: v.Order, Iteration: v.Iteration,
-			Status: v.Status, JobRunID: &id, ComputeCostCents: v.CostCents, TotalCostCents: v.CostCents, CostRatedAt: &now,
-			StartedAt: started, CompletedAt: &now, ArtifactCount: len(artifacts)})
+		entry.JobRunID = &id
+		if i < 0 {
+			r.Stages = append(r.Stages, entry)
+		} else {
+			if entry.StartedAt == nil {
+				entry.StartedAt = r.Stages[i].StartedAt
+			}
+			r.Stages[i] = entry
+		}
 		if v.Outputs != nil {
 			r.StageOutputs[v.Stage] = v.Outputs
 		}
@@ -162,11 +229,24 @@ func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) (stor
 			r.Artifacts = append(r.Artifacts, summary)
 		}
 		r.ArtifactCount = len(r.Artifacts)
-		r.ComputeCostCents += v.CostCents
-		r.TotalCostCents = r.ComputeCostCents + r.InferenceCostCents
-		r.CostRatedAt = &now
+		sumCosts(r)
 		return nil
 	})
+}
+
+// sumCosts sets a line run's costs to the sums over its stage visits, and
+// its cost_rated_at to the latest rating among them.
+func sumCosts(r *store.LineRun) {
+	r.ComputeCostCents, r.InferenceCostCents = 0, 0
+	for _, s := range r.Stages {
+		r.ComputeCostCents += s.ComputeCostCents
+		r.InferenceCostCents += s.InferenceCostCents
+		if s.CostRatedAt != nil && (r.CostRatedAt == nil || s.CostRatedAt.After(*r.CostRatedAt)) {
+			t := *s.CostRatedAt
+			r.CostRatedAt = &t
+		}
+	}
+	r.TotalCostCents = r.ComputeCostCents + r.InferenceCostCents
 }
 
 // RecordTransitionInput records a routing decision.
@@ -207,9 +287,14 @@ type FinishLineRunInput struct {
 	Failure *Failure
 }
 
+var finalJobStatus = map[string]bool{StatusSucceeded: true, StatusFailed: true, StatusCancelled: true, StatusTimedOut: true}
+
+var finalLineStatus = map[string]bool{StatusSucceeded: true, StatusFailed: true, StatusCancelled: true}
+
 // FinishLineRun writes the final status and the classified failure,
-// enriched with the failing job run's step diagnostics.
-func (a *Activities) FinishLineRun(ctx context.Context, in FinishLineRunInput) error {
+// enriched with the failing job run's step diagnostics, and returns the
+// final record. A run that has already ended is left as it is.
+func (a *Activities) FinishLineRun(ctx context.Context, in FinishLineRunInput) (store.LineRun, error) {
 	var jr *store.JobRun
 	if f := in.Failure; f != nil && f.Details != nil {
 		if id, ok := f.Details["job_run_id"].(string); ok {
@@ -219,42 +304,120 @@ func (a *Activities) FinishLineRun(ctx context.Context, in FinishLineRunInput) e
 		}
 	}
 	now := a.now()
-	_, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+	var open []string // job runs of visits the run ends with
+	run, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+		if finalLineStatus[r.Status] {
+			return nil // a retried activity, or a run ended before
+		}
 		r.Status = in.Status
 		r.CompletedAt = &now
 		if n := len(r.ManagerTurns); n > 0 {
 			r.ManagerTurns[n-1].State = "completed"
 		}
-		if f := in.Failure; f != nil {
-			code := f.Code
-			msg := f.ErrorMessage
-			if r.StopReason != nil && code == "user_cancelled" {
-				msg = "stopped: " + *r.StopReason
-			}
-			lf := &store.LineRunFailure{Code: &code, Domain: f.Domain, ErrorMessage: &msg, StageName: f.StageName,
-				ErrorCode: f.ErrorCode, FailureClass: f.FailureClass, ErrorDetails: f.Details}
-			if jr != nil {
-				for _, e := range jr.StepTimeline {
-					if e.Status == StatusFailed || e.Status == StatusTimedOut {
-						step, task := e.Name, e.TaskName
-						lf.StageStep, lf.TaskName = &step, &task
-						if lf.ErrorDetails == nil {
-							lf.ErrorDetails = map[string]any{}
-						}
-						if e.ExitCode != nil {
-							lf.ErrorDetails["exit_code"] = *e.ExitCode
-						}
-						if e.ErrorMessage != nil {
-							lf.ErrorDetails["step_error"] = *e.ErrorMessage
-						}
-						break
-					}
+		for i := range r.Stages {
+			if r.Stages[i].Status == StatusRunning { // cannot outlive the run
+				r.Stages[i].Status, r.Stages[i].CompletedAt = StatusCancelled, &now
+				if id := r.Stages[i].JobRunID; id != nil {
+					open = append(open, *id)
 				}
 			}
-			r.Failure = lf
-			r.ErrorMessage = &msg
+		}
+		if f := in.Failure; f != nil {
+			r.Failure = enrichFailure(f, jr, r.StopReason)
+			r.ErrorMessage = r.Failure.ErrorMessage
 		}
 		return nil
 	})
-	return err
+	if err != nil {
+		return store.LineRun{}, err
+	}
+	// Their children never ran (the run ended between making the job run
+	// and starting it): nothing stays queued.
+	for _, id := range open {
+		_, err := a.Store.UpdateJobRun(ctx, id, func(r *store.JobRun) error {
+			if r.Status != StatusQueued {
+				return nil
+			}
+			msg := "the line run ended before the job run started"
+			r.Status, r.CompletedAt, r.ErrorMessage = StatusCancelled, &now, &msg
+			return nil
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return store.LineRun{}, err
+		}
+	}
+	return run, nil
+}
+
+// enrichFailure turns a classified failure into the record's failure, with
+// the failing step's diagnostics and the job run's error details.
+func enrichFailure(f *Failure, jr *store.JobRun, stopReason *string) *store.LineRunFailure {
+	code := f.Code
+	msg := f.ErrorMessage
+	if stopReason != nil && code == "user_cancelled" {
+		msg = "stopped: " + *stopReason
+	}
+	lf := &store.LineRunFailure{Code: &code, Domain: f.Domain, ErrorMessage: &msg, StageName: f.StageName,
+		ErrorCode: f.ErrorCode, FailureClass: f.FailureClass}
+	if f.Details != nil {
+		lf.ErrorDetails = map[string]any{}
+		for k, v := range f.Details {
+			lf.ErrorDetails[k] = v
+		}
+	}
+	if jr == nil {
+		return lf
+	}
+	if lf.ErrorDetails == nil {
+		lf.ErrorDetails = map[string]any{}
+	}
+	if len(jr.ErrorDetails) > 0 {
+		lf.ErrorDetails["job_error_details"] = jr.ErrorDetails
+	}
+	if lf.ErrorCode == nil {
+		lf.ErrorCode = jr.ErrorCode
+	}
+	if lf.FailureClass == nil {
+		lf.FailureClass = jr.FailureClass
+	}
+	for _, e := range jr.StepTimeline {
+		if e.Status != StatusFailed && e.Status != StatusTimedOut {
+			continue
+		}
+		step, task := e.Name, e.TaskName
+		lf.StageStep, lf.TaskName = &step, &task
+		if e.ExitCode != nil {
+			lf.ErrorDetails["exit_code"] = *e.ExitCode
+		}
+		if e.ErrorMessage != nil {
+			lf.ErrorDetails["step_error"] = *e.ErrorMessage
+		}
+		if e.ErrorCode != nil {
+			lf.ErrorDetails["step_error_code"] = *e.ErrorCode
+			if lf.ErrorCode == nil {
+				lf.ErrorCode = e.ErrorCode
+			}
+		}
+		if e.FailureClass != nil {
+			lf.ErrorDetails["step_failure_class"] = *e.FailureClass
+			if lf.FailureClass == nil {
+				lf.FailureClass = e.FailureClass
+			}
+		}
+		if len(e.ErrorDetails) > 0 {
+			lf.ErrorDetails["step_error_details"] = e.ErrorDetails
+		}
+		break
+	}
+	if lf.TaskName == nil {
+		// A failure outside any step (e.g. the outputs' reduction) names
+		// the task and step the job run recorded.
+		if t, ok := jr.ErrorDetails["task_name"].(string); ok {
+			lf.TaskName = &t
+		}
+		if s, ok := jr.ErrorDetails["step_name"].(string); ok {
+			lf.StageStep = &s
+		}
+	}
+	return lf
 }

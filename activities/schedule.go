@@ -19,16 +19,23 @@ type Definitions interface {
 	CreateLineRun(ctx context.Context, r store.LineRun) (store.LineRun, error)
 }
 
-// FireScheduleInput is one firing of a line schedule.
+// FireScheduleInput is one firing of a line schedule. RunID is the id of
+// the line run it makes, chosen by the firing workflow so a retried
+// activity makes the same run.
 type FireScheduleInput struct {
 	LineName   string
 	Generation int64
 	FiredAt    time.Time
+	RunID      string
 }
 
-// FireScheduleResult is the line run a firing created, or why it was skipped.
+// FireScheduleResult is the line run a firing created, or why it was
+// skipped. Failed says the run was recorded failed (its stage jobs cannot be
+// resolved, or the schedule's inputs do not fit the entry job) and is not
+// to be started.
 type FireScheduleResult struct {
 	Skipped       string
+	Failed        string
 	RunID         string
 	LineVersionID string
 	Manifest      manifests.LineManifest
@@ -37,9 +44,12 @@ type FireScheduleResult struct {
 	Trigger       map[string]any
 }
 
-// FireSchedule creates the line run of a schedule firing. A firing whose
-// generation is not the schedule's current one (the schedule changed or was
-// deleted since) or of a disabled schedule starts nothing.
+// FireSchedule creates the line run of a schedule firing (idempotent on
+// in.RunID). A firing whose generation is not the schedule's current one
+// (the schedule changed or was deleted since) or of a disabled schedule
+// starts nothing. The schedule's inputs are checked and defaulted against
+// the entry job like a manual start's params; a firing that cannot run is
+// recorded as a failed line run.
 func (a *Activities) FireSchedule(ctx context.Context, in FireScheduleInput) (FireScheduleResult, error) {
 	if a.Definitions == nil {
 		return FireScheduleResult{}, permanent("SCHEDULES_UNAVAILABLE", errors.New("this worker has no definitions store"))
@@ -63,22 +73,44 @@ func (a *Activities) FireSchedule(ctx context.Context, in FireScheduleInput) (Fi
 	if err := json.Unmarshal(v.Manifest, &m); err != nil {
 		return FireScheduleResult{}, permanent("LINE_INVALID", err)
 	}
-	jobs, err := ResolveStageJobs(ctx, a.Definitions, m)
-	if err != nil {
-		return FireScheduleResult{Skipped: err.Error()}, nil
-	}
 	gen := sc.ScheduleGeneration
 	trigger := map[string]any{"source": "schedule", "cron": sc.Cron, "timezone": sc.Timezone, "schedule_generation": gen,
 		"fired_at": in.FiredAt.UTC().Format(time.RFC3339)}
-	params := sc.Inputs
-	if params == nil {
-		params = map[string]any{}
+	id := in.RunID
+	if id == "" {
+		id = store.NewID("lr_")
 	}
-	id := store.NewID("lr_")
 	vid := v.ID
-	if _, err := a.Definitions.CreateLineRun(ctx, store.LineRun{ID: id, LineName: in.LineName, Status: StatusQueued, LineVersionID: &vid,
-		RunParams: params, Trigger: store.TriggerSummary{Source: "schedule", Payload: trigger},
-		TriggeredByActor: map[string]any{"type": "schedule", "schedule_generation": gen}, WorkflowID: "linerun/" + id}); err != nil {
+	rec := store.LineRun{ID: id, LineName: in.LineName, Status: StatusQueued, LineVersionID: &vid, RunParams: sc.Inputs,
+		Trigger:          store.TriggerSummary{Source: "schedule", Payload: trigger},
+		TriggeredByActor: map[string]any{"type": "schedule", "schedule_generation": gen}, WorkflowID: "linerun/" + id}
+	failed := func(code, msg string, stage *string) (FireScheduleResult, error) {
+		now := a.now()
+		rec.Status, rec.CompletedAt, rec.ErrorMessage = StatusFailed, &now, &msg
+		rec.Failure = &store.LineRunFailure{Code: &code, Domain: FailureDomain(code, ""), ErrorMessage: &msg, StageName: stage}
+		if _, err := a.Definitions.CreateLineRun(ctx, rec); err != nil && !errors.Is(err, store.ErrConflict) {
+			return FireScheduleResult{}, err
+		}
+		return FireScheduleResult{Failed: msg, RunID: id, LineVersionID: v.ID}, nil
+	}
+	jobs, err := ResolveStageJobs(ctx, a.Definitions, m)
+	if errors.Is(err, ErrStageJobMissing) || errors.Is(err, ErrStageJobUnsupported) {
+		return failed("dispatch_failed", "the line run could not be dispatched: "+err.Error(), nil)
+	}
+	if err != nil {
+		return FireScheduleResult{}, err
+	}
+	var specs map[string]manifests.JobParamSpec
+	var entry *string
+	if len(m.Stages) > 0 {
+		specs, entry = jobs[m.Stages[0].ID].Manifest.Job.Params, &m.Stages[0].ID
+	}
+	params, ps := manifests.ApplyParams(specs, sc.Inputs)
+	if ps != nil {
+		return failed("stage_params_invalid", "the schedule's inputs do not fit the entry job: "+ps.Error(), entry)
+	}
+	rec.RunParams = params
+	if _, err := a.Definitions.CreateLineRun(ctx, rec); err != nil && !errors.Is(err, store.ErrConflict) {
 		return FireScheduleResult{}, err
 	}
 	return FireScheduleResult{RunID: id, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: params, Trigger: trigger}, nil

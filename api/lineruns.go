@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
@@ -89,17 +90,22 @@ func (s *Server) startLineRun(c *gin.Context) error {
 	if err := json.Unmarshal(v.Manifest, &m); err != nil {
 		return fmt.Errorf("decode line version %s: %w", v.ID, err)
 	}
-	var defs []manifests.JobParamDefinition
-	if len(v.InputParams) > 0 {
-		if err := json.Unmarshal(v.InputParams, &defs); err != nil {
-			return err
-		}
+	// The run params are checked against the entry job version the run
+	// will use (resolved now), not the deployment's input_params, which go
+	// stale when an unpinned entry job gets a new version.
+	jobs, err := s.resolveStageJobs(ctx, m)
+	if err != nil {
+		return err
 	}
-	params, ps := manifests.ApplyParams(manifests.ParamSpecs(defs), req.Params)
+	var specs map[string]manifests.JobParamSpec
+	if len(m.Stages) > 0 {
+		specs = jobs[m.Stages[0].ID].Manifest.Job.Params
+	}
+	params, ps := manifests.ApplyParams(specs, req.Params)
 	if ps != nil {
 		return problemsInvalid(ps)
 	}
-	run, err := s.launchLine(ctx, name, v, m, params, store.TriggerSummary{Source: "manual", Payload: map[string]any{"source": "manual"}}, c.GetString(actorKey))
+	run, err := s.launchLineJobs(ctx, name, v, m, jobs, params, store.TriggerSummary{Source: "manual", Payload: map[string]any{"source": "manual"}}, c.GetString(actorKey))
 	if err != nil {
 		return err
 	}
@@ -118,6 +124,12 @@ func (s *Server) launchLine(ctx context.Context, name string, v store.LineVersio
 	if err != nil {
 		return store.LineRun{}, err
 	}
+	return s.launchLineJobs(ctx, name, v, m, jobs, params, trigger, actor)
+}
+
+// launchLineJobs is launchLine with the stages' job versions resolved.
+func (s *Server) launchLineJobs(ctx context.Context, name string, v store.LineVersion, m manifests.LineManifest, jobs map[string]workflows.StageJob,
+	params map[string]any, trigger store.TriggerSummary, actor string) (store.LineRun, error) {
 	if s.cfg.Runs == nil {
 		return store.LineRun{}, httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
 	}
@@ -210,18 +222,36 @@ func (s *Server) stopLineRun(c *gin.Context) error {
 		return err
 	}
 	if !finalLineStatuses[r.Status] {
+		if s.cfg.Runs == nil {
+			return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
+		}
 		reason := "stopped by " + c.GetString(actorKey)
 		if req.Reason != nil && *req.Reason != "" {
 			reason = *req.Reason
 		}
-		if r, err = s.store.UpdateLineRun(ctx, r.ID, func(r *store.LineRun) error { r.StopReason = &reason; return nil }); err != nil {
+		// The status is checked again inside the update: a run that ended
+		// since it was read is left unchanged.
+		if r, err = s.store.UpdateLineRun(ctx, r.ID, func(r *store.LineRun) error {
+			if !finalLineStatuses[r.Status] {
+				r.StopReason = &reason
+			}
+			return nil
+		}); err != nil {
 			return err
 		}
-		if s.cfg.Runs == nil {
-			return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
-		}
-		if err := s.cfg.Runs.CancelLineRun(ctx, r.ID); err != nil {
-			return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the stop of %s", r.ID)
+		if !finalLineStatuses[r.Status] {
+			if err := s.cfg.Runs.CancelLineRun(ctx, r.ID); err != nil {
+				// The run may have ended between the read and the cancel:
+				// then the stop is a no-op, answered with the run as it is.
+				again, gerr := s.store.GetLineRun(ctx, r.ID)
+				if gerr != nil {
+					return gerr
+				}
+				if !finalLineStatuses[again.Status] && !workflowGone(err) {
+					return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the stop of %s", r.ID)
+				}
+				r = again
+			}
 		}
 	}
 	out, err := lineRunJSON(r, true)
@@ -230,6 +260,13 @@ func (s *Server) stopLineRun(c *gin.Context) error {
 	}
 	c.JSON(http.StatusAccepted, out)
 	return nil
+}
+
+// workflowGone tells an engine error that says the workflow no longer runs
+// (not found, or already completed).
+func workflowGone(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
 }
 
 type controlRequest struct {
@@ -264,14 +301,23 @@ func (s *Server) controlLineRun(c *gin.Context) error {
 }
 
 // retryLineRun starts a new line run that begins at the failed stage (or
-// fromStage) with the earlier stages' results carried over.
+// fromStage) with the earlier visits carried over (workflows.RetrySnapshot).
 func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *string) error {
 	ctx := c.Request.Context()
-	if old.Status != "failed" && old.Status != "cancelled" {
-		return invalid("retry_snapshot_invalid", fmt.Sprintf("only a failed or cancelled line run can be retried; %s is %s", old.ID, old.Status), "body", "action")
+	from := ""
+	if fromStage != nil {
+		if *fromStage == "" {
+			return invalid("retry_snapshot_invalid", "from_stage must name a stage", "body", "from_stage")
+		}
+		from = *fromStage
 	}
-	if old.LineVersionID == nil || len(old.Stages) == 0 {
-		return invalid("retry_snapshot_invalid", "the line run has no stage to retry from", "body", "from_stage")
+	plan, err := workflows.RetrySnapshot(old, from, func(id string) (store.JobRun, error) { return s.store.GetJobRun(ctx, id) })
+	if err != nil {
+		loc := "from_stage"
+		if old.Status != "failed" {
+			loc = "action"
+		}
+		return invalid("retry_snapshot_invalid", strings.TrimSuffix(err.Error(), ": "+workflows.ErrRetrySnapshot.Error()), "body", loc)
 	}
 	v, err := s.store.GetLineVersionByID(ctx, *old.LineVersionID)
 	if err != nil {
@@ -281,40 +327,8 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 	if err := json.Unmarshal(v.Manifest, &m); err != nil {
 		return err
 	}
-	from := old.Stages[len(old.Stages)-1].StageName
-	if old.Failure != nil && old.Failure.StageName != nil {
-		from = *old.Failure.StageName
-	}
-	if fromStage != nil {
-		from = *fromStage
-	}
-	// The snapshot: the latest visit of every stage, and the params the
-	// retried stage last ran with.
-	state := &workflows.LineState{Stage: from, Iterations: map[string]int{}, Transitions: map[string]int{}, Results: map[string]manifests.StageResult{},
-		StartedAt: time.Now().UTC()}
-	found := false
-	for _, st := range old.Stages {
-		if st.StageName == from {
-			found = true
-			if st.JobRunID != nil {
-				if jr, err := s.store.GetJobRun(ctx, *st.JobRunID); err == nil {
-					state.StageParams = jr.RunParams
-				}
-			}
-			continue
-		}
-		state.Iterations[st.StageName] = st.Iteration
-		jr := ""
-		if st.JobRunID != nil {
-			jr = *st.JobRunID
-		}
-		state.Results[st.StageName] = manifests.StageResult{Status: st.Status, Outputs: old.StageOutputs[st.StageName], JobRunID: jr, Iteration: st.Iteration}
-	}
-	if !found {
-		return invalid("retry_snapshot_invalid", fmt.Sprintf("stage %q was not visited by line run %s", from, old.ID), "body", "from_stage")
-	}
-	for _, t := range old.Transitions {
-		state.Transitions[t.ID] = max(state.Transitions[t.ID], t.Iteration)
+	if _, ok := findLineStage(m, plan.State.Stage); !ok {
+		return invalid("retry_snapshot_invalid", fmt.Sprintf("stage %q is not in line version %s", plan.State.Stage, v.ID), "body", "from_stage")
 	}
 	jobs, err := s.resolveStageJobs(ctx, m)
 	if err != nil {
@@ -325,14 +339,25 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 	}
 	id := store.NewID("lr_")
 	oldID := old.ID
-	run, err := s.store.CreateLineRun(ctx, store.LineRun{ID: id, LineName: old.LineName, Status: "queued", LineVersionID: old.LineVersionID,
-		RunParams: old.RunParams, Trigger: old.Trigger, RetryOf: &oldID,
-		TriggeredByActor: map[string]any{"type": "token", "name": c.GetString(actorKey)}, WorkflowID: workflows.LineRunWorkflowID(id)})
+	plan.State.StartedAt = time.Now().UTC()
+	rec := store.LineRun{ID: id, LineName: old.LineName, Status: "queued", LineVersionID: old.LineVersionID,
+		RunParams: old.RunParams, Trigger: old.Trigger, RetryOf: &oldID, Stages: plan.Stages, StageOutputs: plan.Outputs,
+		Transitions: plan.Transitions, TriggeredByActor: map[string]any{"type": "token", "name": c.GetString(actorKey)},
+		WorkflowID: workflows.LineRunWorkflowID(id)}
+	for _, st := range plan.Stages {
+		rec.ComputeCostCents += st.ComputeCostCents
+		rec.InferenceCostCents += st.InferenceCostCents
+		if st.CostRatedAt != nil && (rec.CostRatedAt == nil || st.CostRatedAt.After(*rec.CostRatedAt)) {
+			rec.CostRatedAt = st.CostRatedAt
+		}
+	}
+	rec.TotalCostCents = rec.ComputeCostCents + rec.InferenceCostCents
+	run, err := s.store.CreateLineRun(ctx, rec)
 	if err != nil {
 		return err
 	}
 	in := workflows.LineRunInput{RunID: id, LineName: old.LineName, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: old.RunParams,
-		Trigger: old.Trigger.Payload, State: state}
+		Trigger: old.Trigger.Payload, State: plan.State}
 	if err := s.dispatchLineRun(ctx, in); err != nil {
 		return err
 	}
@@ -342,4 +367,13 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 	}
 	c.JSON(http.StatusAccepted, out)
 	return nil
+}
+
+func findLineStage(m manifests.LineManifest, id string) (manifests.LineStage, bool) {
+	for _, s := range m.Stages {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return manifests.LineStage{}, false
 }

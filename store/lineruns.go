@@ -32,6 +32,9 @@ type LineRunStage struct {
 	StartedAt          *time.Time `json:"started_at"`
 	CompletedAt        *time.Time `json:"completed_at"`
 	ArtifactCount      int        `json:"artifact_count"`
+	// Carried marks a visit a retried run took over from the run it
+	// retries (not in SPEC's shape).
+	Carried bool `json:"carried,omitempty"`
 }
 
 // LineRunFailure classifies why a line run failed and who must fix it.

@@ -28,7 +28,8 @@ func LineRunWorkflowID(runID string) string { return "linerun/" + runID }
 type StageJob = activities.StageJob
 
 // LineRunInput starts (or continues) a line run. State is nil on the first
-// turn and carried across continue-as-new after that.
+// turn of a fresh run and carried across continue-as-new after that; a
+// retried run starts with the snapshot RetrySnapshot builds (Turn 0).
 type LineRunInput struct {
 	RunID         string
 	LineName      string
@@ -45,14 +46,14 @@ type LineState struct {
 	Stage       string                           // the stage to visit this turn
 	StageParams map[string]any                   // the params bound for it
 	Visits      int                              // stage visits so far
-	StageOrder  int                              // visit counter for stage_order
+	StageOrder  int                              // stage entries so far (stage_order of the last)
 	Iterations  map[string]int                   // visits per stage
 	Transitions map[string]int                   // times each transition was taken
 	Results     map[string]manifests.StageResult // latest result per stage
-	CostCents   int64
+	CostCents   int64                            // rated total cost so far
 	StartedAt   time.Time
 	Deadline    *time.Time
-	Turn        int
+	Turn        int // turns of this run so far; 0 before its first
 }
 
 // LineRunResult is how a line run ended.
@@ -66,23 +67,42 @@ func failure(code, msg string) *activities.Failure {
 	return &activities.Failure{Code: code, Domain: activities.FailureDomain(code, ""), ErrorMessage: msg}
 }
 
+// Final line-run statuses.
+var finalStatus = map[string]bool{activities.StatusSucceeded: true, activities.StatusFailed: true, activities.StatusCancelled: true}
+
 // LineRunWorkflow is the manager of a line run. One manager turn is one
 // Temporal run of this workflow: it visits a stage (a child JobRunWorkflow,
 // re-run up to the stage's max_attempts), records it, routes, and continues
-// as new into the next turn.
+// as new into the next turn. A stop (workflow cancellation) at any point
+// ends the run cancelled with user_cancelled.
 func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, error) {
 	m := in.Manifest
 	book := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 10},
 	})
+	// Bookkeeping that must happen even while the run is being stopped.
+	dbook, _ := workflow.NewDisconnectedContext(book)
 	st := in.State
 	if st == nil {
-		st = &LineState{Iterations: map[string]int{}, Transitions: map[string]int{}, Results: map[string]manifests.StageResult{},
-			StartedAt: workflow.Now(ctx)}
+		st = &LineState{}
 		if len(m.Stages) > 0 {
 			st.Stage, st.StageParams = m.Stages[0].ID, in.Params
 		}
+	}
+	if st.Iterations == nil {
+		st.Iterations = map[string]int{}
+	}
+	if st.Transitions == nil {
+		st.Transitions = map[string]int{}
+	}
+	if st.Results == nil {
+		st.Results = map[string]manifests.StageResult{}
+	}
+	if st.Turn == 0 {
+		// The first turn of this run (a fresh one or a retry): the line
+		// timeout counts from here.
+		st.StartedAt, st.Deadline = workflow.Now(ctx), nil
 		if m.Limits != nil && m.Limits.Timeout != "" {
 			if d, err := manifests.ParseDuration(m.Limits.Timeout); err == nil {
 				dl := st.StartedAt.Add(d)
@@ -96,7 +116,6 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	var summary store.LineRun
 	_ = workflow.SetQueryHandler(ctx, StateQuery, func() (store.LineRun, error) { return summary, nil })
 	end := func(status string, f *activities.Failure) (LineRunResult, error) {
-		dctx, _ := workflow.NewDisconnectedContext(book)
 		if ctx.Err() != nil && status != activities.StatusSucceeded {
 			status, f = activities.StatusCancelled, failure("user_cancelled", "the line run was stopped")
 		}
@@ -104,13 +123,34 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 			stage := st.Stage
 			f.StageName = &stage
 		}
-		err := workflow.ExecuteActivity(dctx, a.FinishLineRun, activities.FinishLineRunInput{RunID: in.RunID, Status: status, Failure: f}).Get(dctx, nil)
+		var final store.LineRun
+		err := workflow.ExecuteActivity(dbook, a.FinishLineRun, activities.FinishLineRunInput{RunID: in.RunID, Status: status, Failure: f}).Get(dbook, &final)
+		if err == nil {
+			summary = final
+			if final.Failure != nil && final.Status == status {
+				f = failureOf(final.Failure, f)
+			}
+		}
 		return LineRunResult{Status: status, Failure: f}, err
+	}
+	// fail handles an activity error: under a stop it ends the run
+	// cancelled instead of leaving the record behind.
+	fail := func(err error) (LineRunResult, error) {
+		if ctx.Err() != nil {
+			return end(activities.StatusCancelled, nil)
+		}
+		return LineRunResult{}, err
 	}
 	info := workflow.GetInfo(ctx)
 	turn := activities.RecordTurnInput{RunID: in.RunID, WorkflowRunID: info.WorkflowExecution.RunID, State: "visiting " + st.Stage, StartedAt: workflow.Now(ctx), Turn: st.Turn}
-	if err := workflow.ExecuteActivity(book, a.RecordTurn, turn).Get(book, &summary); err != nil {
-		return LineRunResult{}, err
+	if err := workflow.ExecuteActivity(dbook, a.RecordTurn, turn).Get(dbook, &summary); err != nil {
+		return fail(err)
+	}
+	if finalStatus[summary.Status] {
+		return LineRunResult{Status: summary.Status}, nil // already ended (a replayed turn)
+	}
+	if ctx.Err() != nil {
+		return end(activities.StatusCancelled, nil)
 	}
 	if len(m.Stages) == 0 {
 		return end(activities.StatusFailed, failure("manifest_no_stages", "the line has no stages"))
@@ -122,6 +162,12 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	if m.Limits != nil && m.Limits.MaxIterations != nil && st.Visits >= *m.Limits.MaxIterations {
 		return end(activities.StatusFailed, failure("max_iterations_exhausted", fmt.Sprintf("the line's max_iterations (%d) is reached", *m.Limits.MaxIterations)))
 	}
+	timeout := func() (LineRunResult, error) {
+		return end(activities.StatusFailed, failure("line_timeout", fmt.Sprintf("the line ran past its timeout %s", m.Limits.Timeout)))
+	}
+	if st.Deadline != nil && !workflow.Now(ctx).Before(*st.Deadline) {
+		return timeout()
+	}
 
 	// Visit the stage: one child job run per attempt.
 	attempts := 1
@@ -129,63 +175,50 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		attempts = *stage.MaxAttempts
 	}
 	st.Visits++
-	st.StageOrder++
 	st.Iterations[stage.ID]++
 	job := in.Jobs[stage.ID]
 	var visit activities.StageVisit
 	for attempt := 1; attempt <= attempts; attempt++ {
 		var jobRunID string
 		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return store.NewID("jr_") }).Get(&jobRunID); err != nil {
-			return LineRunResult{}, err
+			return fail(err)
 		}
+		st.StageOrder++
 		var created activities.CreateStageRunResult
 		req := activities.CreateStageRunInput{JobRunID: jobRunID, LineRunID: in.RunID, Stage: stage.ID, JobName: job.JobName, JobVersionID: job.JobVersionID,
-			ParamSpecs: job.Manifest.Job.Params, Params: st.StageParams}
+			ParamSpecs: job.Manifest.Job.Params, Params: st.StageParams, Iteration: st.Iterations[stage.ID], Order: st.StageOrder, At: workflow.Now(ctx)}
 		if err := workflow.ExecuteActivity(book, a.CreateStageRun, req).Get(book, &created); err != nil {
-			return LineRunResult{}, err
+			return fail(err)
 		}
 		if created.Problems != "" {
 			return end(activities.StatusFailed, failure("stage_params_invalid", fmt.Sprintf("stage %s: %s", stage.ID, created.Problems)))
 		}
-		copts := workflow.ChildWorkflowOptions{WorkflowID: JobRunWorkflowID(created.JobRunID), TaskQueue: TaskQueue,
-			ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL, WaitForCancellation: true}
-		cctx, cancelChild := workflow.WithCancel(workflow.WithChildOptions(ctx, copts))
-		fut := workflow.ExecuteChildWorkflow(cctx, JobRunWorkflowName, JobRunInput{RunID: created.JobRunID, JobName: job.JobName,
-			JobVersionID: job.JobVersionID, Manifest: job.Manifest, Params: created.Params})
-		timedOut := false
-		if st.Deadline != nil {
-			left := st.Deadline.Sub(workflow.Now(ctx))
-			sel := workflow.NewSelector(ctx)
-			sel.AddFuture(fut, func(workflow.Future) {})
-			sel.AddFuture(workflow.NewTimer(cctx, max(left, time.Millisecond)), func(workflow.Future) { timedOut = true; cancelChild() })
-			sel.Select(ctx)
-		}
-		var res JobRunResult
-		err := fut.Get(ctx, &res)
-		cancelChild()
-		visit = activities.StageVisit{Stage: stage.ID, JobRunID: created.JobRunID, Iteration: st.Iterations[stage.ID],
-			Order: st.StageOrder, Status: res.Status, Outputs: res.Outputs, CostCents: res.CostCents,
-			ErrorCode: res.ErrorCode, ErrorMessage: res.ErrorMessage, FailureClass: res.FailureClass}
-		if err != nil && res.Status == "" {
-			visit.Status = activities.StatusCancelled
-			if !timedOut && ctx.Err() == nil {
-				visit.Status, visit.ErrorMessage = activities.StatusFailed, err.Error()
-			}
-		}
-		if visit.Status == activities.StatusTimedOut {
-			visit.Status = activities.StatusFailed
-		}
-		st.CostCents += res.CostCents
+		summary = created.LineRun
+		visit = visitStage(ctx, st, stage, job, created)
 		// Recorded even when the run is being stopped.
-		rctx, _ := workflow.NewDisconnectedContext(book)
-		if err := workflow.ExecuteActivity(rctx, a.RecordStage, activities.RecordStageInput{RunID: in.RunID, Visit: visit}).Get(rctx, &summary); err != nil {
-			return LineRunResult{}, err
+		if err := workflow.ExecuteActivity(dbook, a.RecordStage, activities.RecordStageInput{RunID: in.RunID, Visit: visit}).Get(dbook, &summary); err != nil {
+			return fail(err)
 		}
-		if timedOut {
-			return end(activities.StatusFailed, failure("line_timeout", fmt.Sprintf("the line ran past its timeout %s", m.Limits.Timeout)))
+		st.CostCents = summary.TotalCostCents
+		if visit.Status == activities.StatusCancelled && visit.ErrorCode == lineTimeoutCode {
+			return timeout()
 		}
 		if ctx.Err() != nil {
-			return end(activities.StatusCancelled, failure("user_cancelled", "the line run was stopped"))
+			return end(activities.StatusCancelled, nil)
+		}
+		if visit.Status == activities.StatusFailed && visit.FailureClass == "platform" && visit.ErrorCode == dispatchFailedCode {
+			f := failure("dispatch_failed", fmt.Sprintf("stage %s: the job run could not be started: %s", stage.ID, visit.ErrorMessage))
+			f.Details = map[string]any{"job_run_id": visit.JobRunID}
+			return end(activities.StatusFailed, f)
+		}
+		if visit.ErrorCode == jobResultInvalidCode {
+			f := failure("job_result_invalid", fmt.Sprintf("stage %s: the job run's result could not be read: %s", stage.ID, visit.ErrorMessage))
+			f.Details = map[string]any{"job_run_id": visit.JobRunID}
+			return end(activities.StatusFailed, f)
+		}
+		// The budget is checked after every visit, attempts included.
+		if m.Limits != nil && m.Limits.BudgetUSD != nil && st.CostCents > m.Limits.BudgetUSD.Cents {
+			return end(activities.StatusFailed, failure("budget_exceeded", fmt.Sprintf("rated cost %d cents is over the budget of %s USD", st.CostCents, m.Limits.BudgetUSD)))
 		}
 		if visit.Status == activities.StatusSucceeded {
 			break
@@ -193,16 +226,17 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	}
 	st.Results[stage.ID] = manifests.StageResult{Status: visit.Status, Outputs: visit.Outputs, JobRunID: visit.JobRunID, Iteration: visit.Iteration}
 
-	if m.Limits != nil && m.Limits.BudgetUSD != nil && st.CostCents > m.Limits.BudgetUSD.Cents {
-		return end(activities.StatusFailed, failure("budget_exceeded", fmt.Sprintf("rated cost %d cents is over the budget of %s USD", st.CostCents, m.Limits.BudgetUSD)))
-	}
-
 	// route ranges over maps only to copy values or collect keys it sorts.
 	next, f := route(m, in, st, stage.ID, visit) //workflowcheck:ignore
 	if f != nil {
 		if f.Code == "stage_failed" {
 			f.StageName, f.ErrorCode, f.FailureClass = &visit.Stage, strOrNil(visit.ErrorCode), strOrNil(visit.FailureClass)
 			f.Domain = activities.FailureDomain("stage_failed", visit.FailureClass)
+			if visit.FailureClass == "contract" {
+				// The job's outputs broke its contract.
+				f.Code, f.Domain = "job_outputs_invalid", activities.FailureDomain("job_outputs_invalid", "")
+				f.ErrorMessage = fmt.Sprintf("stage %s: the job's outputs break its contract: %s", stage.ID, visit.ErrorMessage)
+			}
 			f.Details = map[string]any{"job_run_id": visit.JobRunID}
 		}
 		return end(activities.StatusFailed, f)
@@ -213,11 +247,103 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	st.Transitions[next.transition]++
 	if err := workflow.ExecuteActivity(book, a.RecordTransition, activities.RecordTransitionInput{RunID: in.RunID, ID: next.transition,
 		From: stage.ID, To: next.stage, Iteration: st.Transitions[next.transition], At: workflow.Now(ctx)}).Get(book, &summary); err != nil {
-		return LineRunResult{}, err
+		return fail(err)
+	}
+	if ctx.Err() != nil {
+		// A stop between turns: a cancel request does not survive
+		// continue-as-new, so it ends the run here.
+		return end(activities.StatusCancelled, nil)
 	}
 	st.Stage, st.StageParams = next.stage, next.params
 	in.State = st
 	return LineRunResult{}, workflow.NewContinueAsNewError(ctx, LineRunWorkflowName, in)
+}
+
+// Error codes of a visit whose child did not yield a job run result.
+const (
+	lineTimeoutCode      = "LINE_TIMEOUT"
+	dispatchFailedCode   = "DISPATCH_FAILED"
+	jobResultInvalidCode = "JOB_RESULT_INVALID"
+)
+
+// visitStage runs one attempt of a stage visit as a child JobRunWorkflow and
+// returns the visit. A visit cut short by the line timeout is cancelled with
+// error code LINE_TIMEOUT.
+func visitStage(ctx workflow.Context, st *LineState, stage manifests.LineStage, job StageJob,
+	created activities.CreateStageRunResult) activities.StageVisit {
+	copts := workflow.ChildWorkflowOptions{WorkflowID: JobRunWorkflowID(created.JobRunID), TaskQueue: TaskQueue,
+		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL, WaitForCancellation: true}
+	cctx, cancelChild := workflow.WithCancel(workflow.WithChildOptions(ctx, copts))
+	defer cancelChild()
+	fut := workflow.ExecuteChildWorkflow(cctx, JobRunWorkflowName, JobRunInput{RunID: created.JobRunID, JobName: job.JobName,
+		JobVersionID: job.JobVersionID, Manifest: job.Manifest, Params: created.Params})
+	timedOut := false
+	if st.Deadline != nil {
+		left := st.Deadline.Sub(workflow.Now(ctx))
+		tctx, cancelTimer := workflow.WithCancel(ctx)
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(fut, func(workflow.Future) {})
+		sel.AddFuture(workflow.NewTimer(tctx, max(left, time.Millisecond)), func(f workflow.Future) {
+			if f.Get(tctx, nil) == nil {
+				timedOut = true
+				cancelChild()
+			}
+		})
+		sel.Select(ctx)
+		cancelTimer()
+	}
+	visit := activities.StageVisit{Stage: stage.ID, JobRunID: created.JobRunID, Iteration: st.Iterations[stage.ID], Order: st.StageOrder}
+	var exec workflow.Execution
+	startErr := fut.GetChildWorkflowExecution().Get(ctx, &exec)
+	err := fut.Get(ctx, nil)
+	var res JobRunResult
+	if err == nil {
+		if derr := fut.Get(ctx, &res); derr != nil {
+			res = JobRunResult{Status: activities.StatusFailed, ErrorCode: jobResultInvalidCode, ErrorMessage: derr.Error(), FailureClass: "contract"}
+		} else if !validJobStatus[res.Status] {
+			res = JobRunResult{Status: activities.StatusFailed, ErrorCode: jobResultInvalidCode, FailureClass: "contract",
+				ErrorMessage: fmt.Sprintf("unknown job run status %q", res.Status)}
+		}
+	}
+	visit.Status, visit.Outputs, visit.CostCents = res.Status, res.Outputs, res.CostCents
+	visit.ErrorCode, visit.ErrorMessage, visit.FailureClass = res.ErrorCode, res.ErrorMessage, res.FailureClass
+	switch {
+	case err == nil:
+	case timedOut:
+		visit.Status, visit.ErrorCode, visit.ErrorMessage = activities.StatusCancelled, lineTimeoutCode, "the line timed out"
+	case ctx.Err() != nil:
+		visit.Status, visit.ErrorCode, visit.FailureClass, visit.ErrorMessage = activities.StatusCancelled, "CANCELLED", "user", "the line run was stopped"
+	case startErr != nil:
+		visit.Status, visit.ErrorCode, visit.FailureClass, visit.ErrorMessage = activities.StatusFailed, dispatchFailedCode, "platform", startErr.Error()
+	default:
+		visit.Status, visit.ErrorMessage = activities.StatusFailed, err.Error()
+	}
+	if timedOut && visit.Status != activities.StatusSucceeded {
+		visit.Status, visit.ErrorCode = activities.StatusCancelled, lineTimeoutCode
+	}
+	if visit.Status == activities.StatusTimedOut {
+		visit.Status = activities.StatusFailed
+	}
+	return visit
+}
+
+var validJobStatus = map[string]bool{activities.StatusSucceeded: true, activities.StatusFailed: true,
+	activities.StatusCancelled: true, activities.StatusTimedOut: true}
+
+// failureOf returns the classified failure as recorded (enriched with the
+// failing step's diagnostics), falling back to f for what it lacks.
+func failureOf(r *store.LineRunFailure, f *activities.Failure) *activities.Failure {
+	if f == nil {
+		return nil
+	}
+	out := *f
+	if r.ErrorCode != nil {
+		out.ErrorCode = r.ErrorCode
+	}
+	if r.FailureClass != nil {
+		out.FailureClass = r.FailureClass
+	}
+	return &out
 }
 
 func strOrNil(s string) *string {
@@ -353,4 +479,96 @@ func bindParams(bindings map[string]manifests.ParamBinding, in LineRunInput, st 
 		}
 	}
 	return out, nil
+}
+
+// ErrRetrySnapshot: a line run cannot be retried as asked.
+var ErrRetrySnapshot = errors.New("retry snapshot invalid")
+
+// Retry is the start of a retried line run: the manager's state and what
+// the new record carries over from the run it retries.
+type Retry struct {
+	State       *LineState
+	Stages      []store.LineRunStage // carried visits, marked Carried
+	Outputs     map[string]map[string]any
+	Transitions []store.TakenTransition
+}
+
+// RetrySnapshot plans the retry of a failed line run from stage from (""
+// = the failed stage): the new run re-runs the last visit of that stage,
+// keeping its iteration, with the params it ran with; every visit before it
+// is carried over with its outputs, the transitions taken, the visit count
+// and the cost, so the line's limits keep counting. Visits after it are
+// not carried. jobRun reads the job run of a visit.
+func RetrySnapshot(old store.LineRun, from string, jobRun func(id string) (store.JobRun, error)) (Retry, error) {
+	if old.Status != activities.StatusFailed {
+		return Retry{}, fmt.Errorf("only a failed line run can be retried; %s is %s: %w", old.ID, old.Status, ErrRetrySnapshot)
+	}
+	if old.LineVersionID == nil || len(old.Stages) == 0 {
+		return Retry{}, fmt.Errorf("line run %s has no stage visit to retry from: %w", old.ID, ErrRetrySnapshot)
+	}
+	if from == "" {
+		from = old.Stages[len(old.Stages)-1].StageName
+		if old.Failure != nil && old.Failure.StageName != nil {
+			from = *old.Failure.StageName
+		}
+	}
+	// The cut: the first attempt of the last visit of the stage.
+	cut := -1
+	for i, s := range old.Stages {
+		if s.StageName != from {
+			continue
+		}
+		if cut < 0 || s.Iteration != old.Stages[cut].Iteration {
+			cut = i
+		}
+	}
+	if cut < 0 {
+		return Retry{}, fmt.Errorf("stage %q was not visited by line run %s: %w", from, old.ID, ErrRetrySnapshot)
+	}
+	r := Retry{Outputs: map[string]map[string]any{}, State: &LineState{Stage: from, Iterations: map[string]int{}, Transitions: map[string]int{},
+		Results: map[string]manifests.StageResult{}}}
+	st := r.State
+	visits := map[string]bool{}
+	taken := 0
+	for _, s := range old.Stages[:cut] {
+		s.Carried = true
+		r.Stages = append(r.Stages, s)
+		visits[fmt.Sprintf("%s#%d", s.StageName, s.Iteration)] = true
+		st.Iterations[s.StageName] = max(st.Iterations[s.StageName], s.Iteration)
+		st.StageOrder = max(st.StageOrder, s.StageOrder)
+		st.CostCents += s.TotalCostCents
+		if s.Outcome != nil {
+			st.Transitions[*s.Outcome]++
+			taken++
+		}
+		res := manifests.StageResult{Status: s.Status, Iteration: s.Iteration}
+		if s.JobRunID != nil {
+			res.JobRunID = *s.JobRunID
+			if s.Status == activities.StatusSucceeded {
+				jr, err := jobRun(*s.JobRunID)
+				if err != nil {
+					return Retry{}, fmt.Errorf("job run %s of stage %s: %v: %w", *s.JobRunID, s.StageName, err, ErrRetrySnapshot)
+				}
+				if out, ok := jr.ResultPayload["outputs"].(map[string]any); ok {
+					res.Outputs = out
+					r.Outputs[s.StageName] = out
+				}
+			}
+		}
+		st.Results[s.StageName] = res
+	}
+	st.Visits = len(visits)
+	st.Iterations[from] = old.Stages[cut].Iteration - 1
+	if taken > len(old.Transitions) {
+		taken = len(old.Transitions)
+	}
+	r.Transitions = append([]store.TakenTransition{}, old.Transitions[:taken]...)
+	if id := old.Stages[cut].JobRunID; id != nil {
+		jr, err := jobRun(*id)
+		if err != nil {
+			return Retry{}, fmt.Errorf("job run %s of stage %s: %v: %w", *id, from, err, ErrRetrySnapshot)
+		}
+		st.StageParams = jr.RunParams
+	}
+	return r, nil
 }

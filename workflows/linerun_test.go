@@ -1,13 +1,20 @@
 package workflows
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -55,6 +62,31 @@ name = "t"
 name = "boom"
 exec = ["sh", "-c", "exit 3"]
 `,
+	"flaky": `
+[job]
+name = "flaky"
+[run.sandbox]
+mode = "ensure"
+name = "flaky"
+image = "local"
+[[run.tasks]]
+name = "t"
+[[run.tasks.steps]]
+name = "try"
+exec = ["sh", "-c", "n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; [ $n -ge 2 ]"]
+`,
+	"badout": `
+[job]
+name = "badout"
+[[run.tasks]]
+name = "t"
+[[run.tasks.steps]]
+name = "emit"
+exec = ["sh", "-c", "echo n=abc >> $SVC_OUTPUT"]
+outputs = ["n"]
+[outputs.n]
+type = "integer"
+`,
 	"slow": `
 [job]
 name = "slow"
@@ -82,22 +114,48 @@ func lineInput(t *testing.T, src string, params map[string]any) LineRunInput {
 	return LineRunInput{RunID: store.NewID("lr_"), LineName: m.Line.Name, Manifest: *m, Jobs: jobs, Params: params, Trigger: map[string]any{}}
 }
 
+// lineOpts adjusts a line run under test: setup prepares the first turn's
+// environment; child replaces the JobRunWorkflow.
+type lineOpts struct {
+	setup  func(env *testsuite.TestWorkflowEnvironment)
+	child  any
+	record *store.LineRun // the initial record (default: a queued run)
+}
+
 // runLine runs every manager turn to the end, starting each continue-as-new
 // turn as the server would, and returns the result and the line-run record.
+// After every turn the state query must answer with the stored record.
 func (f *fixture) runLine(t *testing.T, in LineRunInput, setup func(env *testsuite.TestWorkflowEnvironment)) (LineRunResult, store.LineRun) {
 	t.Helper()
-	f.store.lines[in.RunID] = store.LineRun{ID: in.RunID, Status: activities.StatusQueued}
+	return f.runLineWith(t, in, lineOpts{setup: setup})
+}
+
+func (f *fixture) runLineWith(t *testing.T, in LineRunInput, o lineOpts) (LineRunResult, store.LineRun) {
+	t.Helper()
+	rec := store.LineRun{ID: in.RunID, Status: activities.StatusQueued}
+	if o.record != nil {
+		rec = *o.record
+	}
+	f.store.mu.Lock()
+	f.store.lines[in.RunID] = rec
+	f.store.mu.Unlock()
 	for turn := 0; turn < 40; turn++ {
 		env := f.suite.NewTestWorkflowEnvironment()
-		env.RegisterWorkflowWithOptions(JobRunWorkflow, workflowOptions())
+		switch {
+		case o.child != nil:
+			env.RegisterWorkflowWithOptions(o.child, workflow.RegisterOptions{Name: JobRunWorkflowName})
+		default:
+			env.RegisterWorkflowWithOptions(JobRunWorkflow, workflowOptions())
+		}
 		env.RegisterWorkflowWithOptions(LineRunWorkflow, workflow.RegisterOptions{Name: LineRunWorkflowName})
 		env.RegisterActivity(f.acts)
 		env.SetTestTimeout(60 * time.Second)
-		if setup != nil && turn == 0 {
-			setup(env)
+		if o.setup != nil && turn == 0 {
+			o.setup(env)
 		}
 		env.ExecuteWorkflow(LineRunWorkflowName, in)
 		err := env.GetWorkflowError()
+		f.checkQuery(t, env, in.RunID)
 		var can *workflow.ContinueAsNewError
 		if errors.As(err, &can) {
 			if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &in); err != nil {
@@ -112,10 +170,35 @@ func (f *fixture) runLine(t *testing.T, in LineRunInput, setup func(env *testsui
 		if err := env.GetWorkflowResult(&res); err != nil {
 			t.Fatal(err)
 		}
-		return res, f.store.lines[in.RunID]
+		return res, f.line(in.RunID)
 	}
 	t.Fatal("the line never ended")
 	return LineRunResult{}, store.LineRun{}
+}
+
+func (f *fixture) line(id string) store.LineRun {
+	f.store.mu.Lock()
+	defer f.store.mu.Unlock()
+	return f.store.lines[id]
+}
+
+// checkQuery compares the state query's answer with the stored record.
+func (f *fixture) checkQuery(t *testing.T, env *testsuite.TestWorkflowEnvironment, id string) {
+	t.Helper()
+	v, err := env.QueryWorkflow(StateQuery)
+	if err != nil {
+		t.Fatalf("state query: %v", err)
+	}
+	var got store.LineRun
+	if err := v.Get(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := f.line(id)
+	gb, _ := json.Marshal(got)
+	wb, _ := json.Marshal(want)
+	if string(gb) != string(wb) {
+		t.Fatalf("state query answers\n%s\nthe record is\n%s", gb, wb)
+	}
 }
 
 const lineHead = "[line]\nname = \"l\"\n[trigger]\ntype = \"manual\"\n"
@@ -362,5 +445,331 @@ when = { op = "eq", left = { type = "stage", stage = "first", path = "outputs.gr
 	// The run began at the retried stage, and routing saw the carried result.
 	if len(rec.Stages) != 2 || rec.Stages[0].StageName != "second" || rec.Stages[1].StageName != "third" || rec.StageOutputs["second"]["greeting"] != "hi-retried" {
 		t.Fatalf("stages %+v outputs %v", rec.Stages, rec.StageOutputs)
+	}
+}
+
+func oneStage(job string) string { return lineHead + "[[stages]]\nid = \"s\"\njob = \"" + job + "\"\n" }
+
+// TestLineRunStopOutsideVisit: a stop that lands while no stage runs (a
+// queued run, between bookkeeping steps, before the child starts) still
+// ends the run cancelled, and leaves no job run queued.
+func TestLineRunStopOutsideVisit(t *testing.T) {
+	t.Run("queued", func(t *testing.T) {
+		f := newFixture(t)
+		res, rec := f.runLine(t, lineInput(t, oneStage("hello"), nil), func(env *testsuite.TestWorkflowEnvironment) {
+			env.RegisterDelayedCallback(env.CancelWorkflow, 0)
+		})
+		if res.Status != activities.StatusCancelled || res.Failure == nil || res.Failure.Code != "user_cancelled" || rec.Status != activities.StatusCancelled ||
+			rec.Failure == nil || rec.Failure.Domain != "user" || rec.CompletedAt == nil {
+			t.Fatalf("stop of a queued run: %s %+v record %+v", res.Status, res.Failure, rec)
+		}
+	})
+	t.Run("during RecordTransition", func(t *testing.T) {
+		f := newFixture(t)
+		in := lineInput(t, lineHead+"[[stages]]\nid = \"a\"\njob = \"hello\"\n[[stages]]\nid = \"b\"\njob = \"hello\"\n"+
+			"[[transitions]]\ntype = \"conditional\"\nid = \"x\"\nfrom = \"a\"\nto = \"b\"\nwhen = { op = \"always\" }\n", nil)
+		res, rec := f.runLine(t, in, func(env *testsuite.TestWorkflowEnvironment) {
+			env.OnActivity(f.acts.RecordTransition, mock.Anything, mock.Anything).Return(func(context.Context, activities.RecordTransitionInput) (store.LineRun, error) {
+				env.CancelWorkflow()
+				return store.LineRun{}, temporal.NewNonRetryableApplicationError("store down", "X", nil)
+			})
+		})
+		if res.Status != activities.StatusCancelled || rec.Status != activities.StatusCancelled || *rec.Failure.Code != "user_cancelled" {
+			t.Fatalf("stop during RecordTransition: %s %+v", res.Status, res.Failure)
+		}
+	})
+	t.Run("before the child starts", func(t *testing.T) {
+		f := newFixture(t)
+		res, rec := f.runLine(t, lineInput(t, oneStage("hello"), nil), func(env *testsuite.TestWorkflowEnvironment) {
+			env.OnActivity(f.acts.CreateStageRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.CreateStageRunInput) (activities.CreateStageRunResult, error) {
+				r, err := f.acts.CreateStageRun(ctx, in)
+				env.CancelWorkflow()
+				return r, err
+			})
+		})
+		if res.Status != activities.StatusCancelled || rec.Status != activities.StatusCancelled || len(rec.Stages) != 1 || rec.Stages[0].Status != activities.StatusCancelled {
+			t.Fatalf("stop before the child: %s %+v stages %+v", res.Status, res.Failure, rec.Stages)
+		}
+		jr, _ := f.store.GetJobRun(context.Background(), *rec.Stages[0].JobRunID)
+		if jr.Status != activities.StatusCancelled || jr.CompletedAt == nil {
+			t.Fatalf("the job run of the stopped visit is %q", jr.Status)
+		}
+	})
+}
+
+// TestLineRunStopReason: the stop's reason is the failure's message.
+func TestLineRunStopReason(t *testing.T) {
+	f := newFixture(t)
+	in := lineInput(t, oneStage("slow"), nil)
+	reason := "enough"
+	res, rec := f.runLineWith(t, in, lineOpts{record: &store.LineRun{ID: in.RunID, Status: activities.StatusQueued, StopReason: &reason},
+		setup: func(env *testsuite.TestWorkflowEnvironment) {
+			env.RegisterDelayedCallback(env.CancelWorkflow, 500*time.Millisecond)
+		}})
+	if res.Status != activities.StatusCancelled || *rec.Failure.ErrorMessage != "stopped: enough" || rec.Failure.Domain != "user" {
+		t.Fatalf("stop: %s %+v", res.Status, rec.Failure)
+	}
+	if len(rec.Stages) != 1 || rec.Stages[0].Status != activities.StatusCancelled {
+		t.Fatalf("stages %+v", rec.Stages)
+	}
+	jr, _ := f.store.GetJobRun(context.Background(), *rec.Stages[0].JobRunID)
+	if jr.Status != activities.StatusCancelled {
+		t.Fatalf("the stopped job run is %s", jr.Status)
+	}
+}
+
+// TestLineRunRunningVisit: a visit is recorded running, with its job run
+// and start time, before its child runs; it is updated in place at the end.
+func TestLineRunRunningVisit(t *testing.T) {
+	f := newFixture(t)
+	in := lineInput(t, oneStage("hello"), nil)
+	var seen []store.LineRunStage
+	res, rec := f.runLine(t, in, func(env *testsuite.TestWorkflowEnvironment) {
+		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+			if info.ActivityType.Name == "StartRun" {
+				seen = append(seen, f.line(in.RunID).Stages...)
+			}
+		})
+	})
+	if res.Status != activities.StatusSucceeded {
+		t.Fatalf("%s %+v", res.Status, res.Failure)
+	}
+	if len(seen) != 1 || seen[0].Status != activities.StatusRunning || seen[0].JobRunID == nil || seen[0].StartedAt == nil {
+		t.Fatalf("while the child ran the stages were %+v", seen)
+	}
+	if len(rec.Stages) != 1 || *rec.Stages[0].JobRunID != *seen[0].JobRunID || rec.Stages[0].Status != activities.StatusSucceeded || rec.Stages[0].CompletedAt == nil {
+		t.Fatalf("final stages %+v", rec.Stages)
+	}
+}
+
+// TestLineRunRetryKeepsTimeout: a retried run (which starts with a state)
+// has the line timeout too.
+func TestLineRunRetryKeepsTimeout(t *testing.T) {
+	f := newFixture(t)
+	in := lineInput(t, oneStage("slow")+"[limits]\ntimeout = \"1s\"\n", nil)
+	in.State = &LineState{Stage: "s", Iterations: map[string]int{}, Transitions: map[string]int{}, Results: map[string]manifests.StageResult{}}
+	res, rec := f.runLine(t, in, nil)
+	if res.Status != activities.StatusFailed || res.Failure.Code != "line_timeout" {
+		t.Fatalf("retried run past its timeout: %s %+v", res.Status, res.Failure)
+	}
+	// The timed-out visit's job run was cancelled.
+	jr, _ := f.store.GetJobRun(context.Background(), *rec.Stages[0].JobRunID)
+	if jr.Status != activities.StatusCancelled || rec.Stages[0].Status != activities.StatusCancelled {
+		t.Fatalf("job run %s, stage %s", jr.Status, rec.Stages[0].Status)
+	}
+}
+
+func TestLineRunAttempts(t *testing.T) {
+	// A failed attempt is re-run; the second succeeds.
+	f := newFixture(t)
+	res, rec := f.runLine(t, lineInput(t, oneStage("flaky")+"max_attempts = 3\n", nil), nil)
+	if res.Status != activities.StatusSucceeded || len(rec.Stages) != 2 || rec.Stages[0].Status != activities.StatusFailed ||
+		rec.Stages[1].Status != activities.StatusSucceeded || rec.Stages[1].Iteration != 1 {
+		t.Fatalf("%s %+v stages %+v", res.Status, res.Failure, rec.Stages)
+	}
+	// The budget is checked after every attempt, not after the last.
+	f = newFixture(t)
+	res, rec = f.runLine(t, lineInput(t, oneStage("flaky")+"max_attempts = 3\n[limits]\nbudget_usd = \"0.00\"\n", nil), nil)
+	if res.Status != activities.StatusFailed || res.Failure.Code != "budget_exceeded" || len(rec.Stages) != 1 {
+		t.Fatalf("budget: %s %+v stages %d", res.Status, res.Failure, len(rec.Stages))
+	}
+}
+
+func TestLineRunClassification(t *testing.T) {
+	// Outputs that break the job's contract.
+	f := newFixture(t)
+	res, rec := f.runLine(t, lineInput(t, oneStage("badout"), nil), nil)
+	if res.Failure == nil || res.Failure.Code != "job_outputs_invalid" || res.Failure.Domain != "contract" || *rec.Failure.StageName != "s" ||
+		rec.Failure.FailureClass == nil || *rec.Failure.FailureClass != "contract" {
+		t.Fatalf("bad outputs: %+v / %+v", res.Failure, rec.Failure)
+	}
+	// A job result that cannot be read.
+	f = newFixture(t)
+	res, _ = f.runLineWith(t, lineInput(t, oneStage("hello"), nil), lineOpts{child: func(workflow.Context, JobRunInput) (string, error) { return "garbage", nil }})
+	if res.Failure == nil || res.Failure.Code != "job_result_invalid" || res.Failure.Domain != "contract" {
+		t.Fatalf("unreadable result: %+v", res.Failure)
+	}
+	// A child that cannot be started is a platform problem, and its job
+	// run does not stay queued.
+	f = newFixture(t)
+	res, rec = f.runLine(t, lineInput(t, oneStage("hello"), nil), func(env *testsuite.TestWorkflowEnvironment) {
+		// The child's workflow ID is taken (by the manager itself).
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: JobRunWorkflowID("jr_taken")})
+		env.OnActivity(f.acts.CreateStageRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.CreateStageRunInput) (activities.CreateStageRunResult, error) {
+			in.JobRunID = "jr_taken"
+			return f.acts.CreateStageRun(ctx, in)
+		})
+	})
+	if res.Failure == nil || res.Failure.Code != "dispatch_failed" || res.Failure.Domain != "platform" || len(rec.Stages) != 1 {
+		t.Fatalf("child start failure: %+v stages %+v", res.Failure, rec.Stages)
+	}
+	if jr, _ := f.store.GetJobRun(context.Background(), *rec.Stages[0].JobRunID); jr.Status != activities.StatusFailed {
+		t.Fatalf("the unstarted job run is %q", jr.Status)
+	}
+	// stage_failed is enriched with the step's and the job's diagnostics.
+	f = newFixture(t)
+	_, rec = f.runLine(t, lineInput(t, oneStage("fail"), nil), nil)
+	d := rec.Failure.ErrorDetails
+	if *rec.Failure.StageStep != "boom" || *rec.Failure.TaskName != "t" || d["step_error_code"] != "EXEC_FAILED" || d["step_failure_class"] == nil ||
+		d["job_run_id"] == nil || d["job_error_details"] == nil {
+		t.Fatalf("failure %+v details %v", rec.Failure, d)
+	}
+}
+
+func TestLineRunRouting(t *testing.T) {
+	two := lineHead + `
+[[stages]]
+id = "a"
+job = "%s"
+[[stages]]
+id = "b"
+job = "hello"
+`
+	cases := []struct {
+		name, src string
+		params    map[string]any
+		trigger   map[string]any
+		status    string
+		code      string
+		msg       string
+		greeting  string
+	}{
+		{"agentic transition fails clearly", strings.Replace(two, "%s", "hello", 1) + `
+[[transitions]]
+type = "agentic"
+id = "pick"
+from = "a"
+instructions = { type = "literal", value = "pick one" }
+[[transitions.options]]
+name = "b"
+to = "b"
+`, nil, nil, "failed", "no_route", "agentic", ""},
+		{"failed visit, no transition taken", strings.Replace(two, "%s", "fail", 1) + `
+[[transitions]]
+type = "conditional"
+id = "x"
+from = "a"
+to = "b"
+when = { op = "eq", left = { type = "stage", path = "status" }, right = { type = "literal", value = "succeeded" } }
+`, nil, nil, "failed", "stage_failed", "", ""},
+		{"trigger operand with an index, input binding", strings.Replace(two, "%s", "hello", 1) + `
+[[transitions]]
+type = "conditional"
+id = "x"
+from = "a"
+to = "b"
+when = { op = "eq", left = { type = "trigger", path = "items[1].name" }, right = { type = "literal", value = "two" } }
+params = { who = { type = "input", name = "who" } }
+`, map[string]any{"who": "ann"}, map[string]any{"items": []any{map[string]any{"name": "one"}, map[string]any{"name": "two"}}}, "succeeded", "", "", "hi-ann"},
+		{"transition iterations operand", lineHead + `
+[[stages]]
+id = "a"
+job = "hello"
+[[stages]]
+id = "b"
+job = "hello"
+[[transitions]]
+type = "conditional"
+id = "loop"
+from = "a"
+to = "a"
+when = { op = "ne", left = { type = "transition", id = "loop", path = "iterations" }, right = { type = "literal", value = 2 } }
+[[transitions]]
+type = "conditional"
+id = "out"
+from = "a"
+to = "b"
+when = { op = "eq", left = { type = "transition", id = "loop", path = "iterations" }, right = { type = "literal", value = 2 } }
+params = { who = { type = "literal", value = "loop" } }
+`, nil, nil, "succeeded", "", "", "hi-loop"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			in := lineInput(t, tc.src, tc.params)
+			if tc.trigger != nil {
+				in.Trigger = tc.trigger
+			}
+			res, rec := f.runLine(t, in, nil)
+			if res.Status != tc.status || (tc.code != "" && (res.Failure == nil || res.Failure.Code != tc.code)) {
+				t.Fatalf("got %s %+v, want %s %s", res.Status, res.Failure, tc.status, tc.code)
+			}
+			if tc.msg != "" && !strings.Contains(res.Failure.ErrorMessage, tc.msg) {
+				t.Fatalf("message %q does not mention %q", res.Failure.ErrorMessage, tc.msg)
+			}
+			if tc.greeting != "" && rec.StageOutputs["b"]["greeting"] != tc.greeting {
+				t.Fatalf("outputs %v", rec.StageOutputs)
+			}
+		})
+	}
+}
+
+// TestLineRunRetryThroughWorkflow: a failed run is retried from the
+// snapshot the API builds; the new run carries the earlier visits, keeps
+// counting iterations, visits and cost, and re-runs the failed stage.
+func TestLineRunRetryThroughWorkflow(t *testing.T) {
+	f := newFixture(t)
+	src := lineHead + `
+[[stages]]
+id = "first"
+job = "hello"
+[[stages]]
+id = "second"
+job = "fail"
+[[transitions]]
+type = "conditional"
+id = "next"
+from = "first"
+to = "second"
+when = { op = "always" }
+[[stages]]
+id = "third"
+job = "hello"
+[[transitions]]
+type = "conditional"
+id = "carried"
+from = "second"
+to = "third"
+when = { op = "all", conditions = [
+  { op = "eq", left = { type = "stage", path = "status" }, right = { type = "literal", value = "succeeded" } },
+  { op = "eq", left = { type = "stage", stage = "first", path = "outputs.greeting" }, right = { type = "literal", value = "hi-world" } },
+] }
+`
+	in := lineInput(t, src, nil)
+	res, old := f.runLine(t, in, nil)
+	if res.Status != activities.StatusFailed || res.Failure.Code != "stage_failed" {
+		t.Fatalf("first run: %s %+v", res.Status, res.Failure)
+	}
+	vid := "lv_1"
+	old.LineVersionID = &vid
+	if _, err := RetrySnapshot(old, "third", func(id string) (store.JobRun, error) { return f.store.GetJobRun(context.Background(), id) }); !errors.Is(err, ErrRetrySnapshot) {
+		t.Fatalf("retry from an unvisited stage: %v", err)
+	}
+	plan, err := RetrySnapshot(old, "", func(id string) (store.JobRun, error) { return f.store.GetJobRun(context.Background(), id) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The job is fixed: the retry resolves its new version.
+	in2 := lineInput(t, strings.Replace(src, `job = "fail"`, `job = "hello"`, 1), nil)
+	in2.State = plan.State
+	rec := store.LineRun{ID: in2.RunID, Status: activities.StatusQueued, Stages: plan.Stages, StageOutputs: plan.Outputs, Transitions: plan.Transitions,
+		TotalCostCents: plan.State.CostCents, ComputeCostCents: plan.State.CostCents}
+	res, got := f.runLineWith(t, in2, lineOpts{record: &rec})
+	if res.Status != activities.StatusSucceeded {
+		t.Fatalf("retry: %s %+v", res.Status, res.Failure)
+	}
+	var names []string
+	for _, s := range got.Stages {
+		names = append(names, fmt.Sprintf("%s#%d/%d carried=%v", s.StageName, s.Iteration, s.StageOrder, s.Carried))
+	}
+	if want := "first#1/1 carried=true second#1/2 carried=false third#1/3 carried=false"; strings.Join(names, " ") != want {
+		t.Fatalf("stages %v, want %s", names, want)
+	}
+	if got.StageOutputs["first"]["greeting"] != "hi-world" || len(got.Transitions) != 2 || got.TotalCostCents < old.Stages[0].TotalCostCents {
+		t.Fatalf("outputs %v transitions %v cost %d", got.StageOutputs, got.Transitions, got.TotalCostCents)
+	}
+	// A run that did not fail cannot be retried.
+	if _, err := RetrySnapshot(got, "", nil); !errors.Is(err, ErrRetrySnapshot) {
+		t.Fatalf("retry of a succeeded run: %v", err)
 	}
 }

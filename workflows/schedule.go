@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/store"
 )
 
 // ScheduleFireWorkflowName is the registered name of ScheduleFireWorkflow.
@@ -24,18 +25,28 @@ type ScheduleFireInput struct {
 
 // ScheduleFireWorkflow is one firing of a line schedule: it creates the line
 // run (unless the firing is stale) and starts its manager, which outlives it.
+// The run id is fixed by this workflow, so retries make one run; a manager
+// that cannot be started leaves the run failed with dispatch_failed.
 func ScheduleFireWorkflow(ctx workflow.Context, in ScheduleFireInput) error {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
 	})
+	var runID string
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return store.NewID("lr_") }).Get(&runID); err != nil {
+		return err
+	}
 	var res activities.FireScheduleResult
-	fire := activities.FireScheduleInput{LineName: in.LineName, Generation: in.Generation, FiredAt: workflow.Now(ctx)}
+	fire := activities.FireScheduleInput{LineName: in.LineName, Generation: in.Generation, FiredAt: workflow.Now(ctx), RunID: runID}
 	if err := workflow.ExecuteActivity(actx, a.FireSchedule, fire).Get(ctx, &res); err != nil {
 		return err
 	}
 	if res.Skipped != "" {
 		workflow.GetLogger(ctx).Info("schedule firing skipped", "line", in.LineName, "reason", res.Skipped)
+		return nil
+	}
+	if res.Failed != "" {
+		workflow.GetLogger(ctx).Warn("schedule firing failed", "line", in.LineName, "run_id", res.RunID, "reason", res.Failed)
 		return nil
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
@@ -44,5 +55,14 @@ func ScheduleFireWorkflow(ctx workflow.Context, in ScheduleFireInput) error {
 	})
 	child := workflow.ExecuteChildWorkflow(cctx, LineRunWorkflowName, LineRunInput{RunID: res.RunID, LineName: in.LineName,
 		LineVersionID: res.LineVersionID, Manifest: res.Manifest, Jobs: res.Jobs, Params: res.Params, Trigger: res.Trigger})
-	return child.GetChildWorkflowExecution().Get(ctx, nil)
+	err := child.GetChildWorkflowExecution().Get(ctx, nil)
+	if err == nil || temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return nil
+	}
+	code := "dispatch_failed"
+	f := &activities.Failure{Code: code, Domain: activities.FailureDomain(code, ""), ErrorMessage: "the line run could not be dispatched: " + err.Error()}
+	if ferr := workflow.ExecuteActivity(actx, a.FinishLineRun, activities.FinishLineRunInput{RunID: res.RunID, Status: activities.StatusFailed, Failure: f}).Get(ctx, nil); ferr != nil {
+		return ferr
+	}
+	return err
 }

@@ -136,10 +136,63 @@ func TestEndToEndLineRun(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
+	// The query and GET agree, allowing for progress between the calls.
+	_, mid := d.call("GET", "/factory/line-runs/"+id, "", nil)
+	for _, k := range []string{"id", "line_name", "line_version_id", "trigger", "triggered_by_actor", "run_params", "created_at", "workflow_id"} {
+		if jsonString(state[k]) != jsonString(mid[k]) {
+			t.Fatalf("state query %s = %v, GET has %v", k, state[k], mid[k])
+		}
+	}
+	qStages, gStages := state["stages"].([]any), mid["stages"].([]any)
+	if len(qStages) > len(gStages) || len(state["manager_turns"].([]any)) > len(mid["manager_turns"].([]any)) {
+		t.Fatalf("the query is ahead of the record: %v / %v", qStages, gStages)
+	}
+	for i, s := range qStages {
+		q, g := s.(map[string]any), gStages[i].(map[string]any)
+		if q["job_run_id"] != g["job_run_id"] || q["stage_name"] != g["stage_name"] || q["iteration"] != g["iteration"] {
+			t.Fatalf("stage %d: query %v, GET %v", i, q, g)
+		}
+	}
+
 	run := d.waitLine(id, 2*time.Minute)
 	if run["status"] != "succeeded" {
 		b, _ := json.MarshalIndent(run, "", " ")
 		t.Fatalf("line run: %s", b)
+	}
+	// At the end the query answers with the final record, field by field.
+	v, err := c.QueryWorkflow(ctx, workflows.LineRunWorkflowID(id), "", workflows.StateQuery)
+	if err != nil || v.Get(&state) != nil {
+		t.Fatalf("final state query: %v", err)
+	}
+	for k, want := range run {
+		if jsonString(state[k]) != jsonString(want) {
+			t.Errorf("final state query %s = %v, GET has %v", k, jsonString(state[k]), jsonString(want))
+		}
+	}
+	if run["trigger"].(map[string]any)["source"] != "manual" || run["triggered_by_actor"].(map[string]any)["name"] == nil ||
+		!strings.HasPrefix(jsonString(run["line_version_id"]), "lv_") {
+		t.Fatalf("trigger %v actor %v version %v", run["trigger"], run["triggered_by_actor"], run["line_version_id"])
+	}
+	for i, tr := range run["manager_turns"].([]any) {
+		tr := tr.(map[string]any)
+		want := "continued_as_new"
+		if i == 4 {
+			want = "completed"
+		}
+		if tr["workflow_run_id"] == "" || tr["workflow_run_id"] == nil || tr["state"] != want || tr["started_at"] == nil {
+			t.Fatalf("manager turn %d: %v", i, tr)
+		}
+	}
+	var stageCost float64
+	for _, s := range run["stages"].([]any) {
+		s := s.(map[string]any)
+		if s["status"] != "succeeded" || s["total_cost_cents"].(float64) < 1 || s["cost_rated_at"] == nil || s["started_at"] == nil || s["completed_at"] == nil {
+			t.Fatalf("stage costs/times: %v", s)
+		}
+		stageCost += s["total_cost_cents"].(float64)
+	}
+	if stageCost != run["total_cost_cents"].(float64) || run["compute_cost_cents"].(float64)+run["inference_cost_cents"].(float64) != stageCost {
+		t.Fatalf("line costs %v/%v/%v, stages sum to %v", run["compute_cost_cents"], run["inference_cost_cents"], run["total_cost_cents"], stageCost)
 	}
 	var got []string
 	for _, s := range run["stages"].([]any) {
