@@ -132,7 +132,8 @@ func schemas() openapi3.Schemas {
 	stopRun := obj(map[string]*openapi3.Schema{"reason": strN()}, nil)
 	stageSummary := obj(map[string]*openapi3.Schema{"stage_name!": str(), "stage_order!": integer(), "iteration!": integer(), "status!": str(),
 		"outcome": strN(), "job_run_id": strN(), "compute_cost_cents": integer(), "inference_cost_cents": integer(), "total_cost_cents": integer(),
-		"cost_rated_at": dtN(), "started_at": dtN(), "completed_at": dtN(), "artifact_count": integer()}, nil)
+		"cost_rated_at": dtN(), "started_at": dtN(), "completed_at": dtN(), "artifact_count": integer(),
+		"carried": boolean()}, nil)
 	failureSchema := obj(map[string]*openapi3.Schema{"code": strN(), "domain": enum("platform", "config", "contract", "infra", "agent", "user", "unknown"),
 		"error_code": strN(), "failure_class": strN(), "error_message": strN(), "stage_name": strN(), "stage_step": strN(), "task_name": strN(),
 		"error_details": freeObjectN()}, nil)
