@@ -73,11 +73,18 @@ func triggerBody(c *gin.Context) (any, []byte, error) {
 	return body, data, nil
 }
 
-func deliveryID(c *gin.Context) string {
-	if id := strings.TrimSpace(c.GetHeader("X-Delivery-Id")); id != "" {
-		return id
+// maxDeliveryIDLen bounds X-Delivery-Id (the store indexes it).
+const maxDeliveryIDLen = 255
+
+func deliveryID(c *gin.Context) (string, error) {
+	id := strings.TrimSpace(c.GetHeader("X-Delivery-Id"))
+	if id == "" {
+		return store.NewID("dlv_"), nil
 	}
-	return store.NewID("dlv_")
+	if len(id) > maxDeliveryIDLen {
+		return "", invalid("string_too_long", fmt.Sprintf("X-Delivery-Id must be at most %d bytes", maxDeliveryIDLen), "header", "X-Delivery-Id")
+	}
+	return id, nil
 }
 
 // answerStarted answers a trigger with the runs it started (202), or with
@@ -102,7 +109,10 @@ func (s *Server) webhook(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	delivery := deliveryID(c)
+	delivery, err := deliveryID(c)
+	if err != nil {
+		return err
+	}
 	if prior, err := s.store.FindLineRunsByDelivery(ctx, "webhook", delivery); err != nil {
 		return err
 	} else if len(prior) > 0 {
@@ -167,7 +177,10 @@ func (s *Server) integrationEvent(c *gin.Context) error {
 			return httpError(http.StatusUnauthorized, CodeAuthRequired, "X-Signature-256 does not match the body (sha256=<hex HMAC-SHA256 of the raw body>)")
 		}
 	}
-	delivery := deliveryID(c)
+	delivery, err := deliveryID(c)
+	if err != nil {
+		return err
+	}
 	if prior, err := s.store.FindLineRunsByDelivery(ctx, "integration", delivery); err != nil {
 		return err
 	} else if len(prior) > 0 {

@@ -57,6 +57,7 @@ func TestWebhookTrigger(t *testing.T) {
 			t.Fatalf("repeated delivery: %v (engine runs %d)", l, len(runs.lines))
 		}
 		expectError(t, send("/factory/webhooks/nobody/listens", "", `{}`), 404, CodeNotFound)
+		expectDetail(t, send("/factory/webhooks/deploy/main", strings.Repeat("d", 256), `{}`), "header", "X-Delivery-Id")
 		expectDetail(t, send("/factory/webhooks/deploy/main", "", `{not json`), "body")
 	})
 }
