@@ -7,16 +7,24 @@ package activities
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
 	"sync"
+	"syscall"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -56,6 +64,11 @@ type Store interface {
 type CostRates struct {
 	CentsPerVCPUHour float64
 	CentsPerGBHour   float64
+}
+
+// Cost is the price in (fractional) cents of d of sandbox time.
+func (r CostRates) Cost(d time.Duration, vcpus, memoryMB int) float64 {
+	return d.Hours() * (float64(vcpus)*r.CentsPerVCPUHour + float64(memoryMB)/1024*r.CentsPerGBHour)
 }
 
 // DefaultCostRates are used when none are configured.
@@ -143,10 +156,58 @@ func action(s manifests.Step) string {
 
 // AcquireSandboxInput asks for a task's sandbox.
 type AcquireSandboxInput struct {
-	RunID  string
-	Task   string
-	Config *manifests.SandboxConfig
-	Params map[string]any
+	RunID     string
+	Task      string
+	TaskIndex int
+	Config    *manifests.SandboxConfig
+	Params    map[string]any
+	// ResumeOnStart is run.resume_on_start: a paused ensure/reuse sandbox
+	// is resumed. Without it only lifecycle.auto_resume = "on_activity"
+	// wakes one; otherwise the task fails with SANDBOX_INVALID_STATE.
+	ResumeOnStart bool
+}
+
+// ProvisionName is the name of the sandbox a provision without a name makes
+// for a run's task. It is a pure function of its inputs, so a retried
+// AcquireSandbox finds the sandbox an earlier attempt made, and the
+// workflow knows what to tear down even when no attempt reported back.
+func ProvisionName(runID string, taskIndex int) string {
+	name := fmt.Sprintf("sbx-%s-%d", runID, taskIndex)
+	if len(name) <= 128 && provisionNameRE.MatchString(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return fmt.Sprintf("sbx-%s-%d", hex.EncodeToString(sum[:8]), taskIndex)
+}
+
+var provisionNameRE = regexp.MustCompile(`^sbx-[A-Za-z0-9._-]+$`)
+
+// heartbeat records a heartbeat every interval until the returned stop is
+// called; cancellation reaches an activity only through heartbeats.
+func (a *Activities) heartbeat(ctx context.Context, detail string) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	interval := a.HeartbeatInterval
+	if interval <= 0 {
+		interval = 500 * time.Millisecond
+	}
+	hbCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, detail)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // AcquireSandboxResult names the task's sandbox.
@@ -171,8 +232,11 @@ func sandboxError(err error) error {
 	return err
 }
 
-// AcquireSandbox provisions, ensures or reuses the task's sandbox.
+// AcquireSandbox provisions, ensures or reuses the task's sandbox. It
+// heartbeats throughout, so setup scripts may run long and a stop kills
+// them.
 func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput) (AcquireSandboxResult, error) {
+	defer a.heartbeat(ctx, "acquire "+in.Task)()
 	cfg := manifests.SandboxConfig{}
 	if in.Config != nil {
 		cfg = *in.Config
@@ -195,17 +259,45 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 			return AcquireSandboxResult{}, permanent("TEMPLATE_INVALID", err)
 		}
 	}
+	sources := make([]manifests.GitSource, len(cfg.Sources))
+	for i, src := range cfg.Sources {
+		for _, f := range []struct {
+			dst *string
+			src string
+		}{
+			{&sources[i].RepoURL, src.RepoURL}, {&sources[i].Branch, src.Branch}, {&sources[i].TargetPath, src.TargetPath},
+		} {
+			if *f.dst, err = manifests.Render(f.src, in.Params); err != nil {
+				return AcquireSandboxResult{}, permanent("TEMPLATE_INVALID", fmt.Errorf("sources[%d]: %w", i, err))
+			}
+		}
+	}
+	key := fmt.Sprintf("%s/%d", in.RunID, in.TaskIndex)
+	if cfg.Mode == manifests.SandboxProvision && name == "" {
+		name = ProvisionName(in.RunID, in.TaskIndex)
+	}
 	sb, err := a.Sandboxes.Acquire(ctx, sandbox.Spec{
 		Mode: cfg.Mode, Name: name, Image: cfg.Image, Vcpus: *cfg.Vcpus, MemoryMB: *cfg.MemoryMB, DiskGB: *cfg.DiskGB,
-		InternetEnabled: *cfg.InternetEnabled, Env: env, Sources: cfg.Sources, SetupScripts: scripts,
-		SnapshotName: cfg.SnapshotName, Lifecycle: cfg.Lifecycle, RunID: in.RunID,
+		InternetEnabled: *cfg.InternetEnabled, Env: env, Sources: sources, SetupScripts: scripts,
+		SnapshotName: cfg.SnapshotName, Lifecycle: cfg.Lifecycle, RunID: in.RunID, Key: key,
 	})
 	if err != nil {
-		a.recordTaskFailure(ctx, in.RunID, in.Task, err)
+		if ctx.Err() != nil {
+			return AcquireSandboxResult{}, ctx.Err()
+		}
+		if sandbox.CodeOf(err) != "" {
+			a.recordTaskFailure(ctx, in.RunID, in.Task, AcquireFailure(in.Task, sandboxError(err)))
+		}
 		return AcquireSandboxResult{}, sandboxError(err)
 	}
 	if cfg.Mode != manifests.SandboxProvision && sb.State == sandbox.StatePaused {
-		// resume_on_start and auto_resume both ask for a paused sandbox to wake.
+		autoResume := cfg.Lifecycle != nil && cfg.Lifecycle.AutoResume == "on_activity"
+		if !in.ResumeOnStart && !autoResume {
+			err := &sandbox.Error{Code: sandbox.CodeInvalidState, Msg: fmt.Sprintf(
+				"sandbox %q is paused (set run.resume_on_start = true or lifecycle.auto_resume = \"on_activity\")", sb.Name)}
+			a.recordTaskFailure(ctx, in.RunID, in.Task, AcquireFailure(in.Task, sandboxError(err)))
+			return AcquireSandboxResult{}, sandboxError(err)
+		}
 		if err := a.Sandboxes.Resume(ctx, sb.Name); err != nil {
 			return AcquireSandboxResult{}, sandboxError(err)
 		}
@@ -213,21 +305,61 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 	return AcquireSandboxResult{Name: sb.Name, Created: sb.Created, Vcpus: sb.Vcpus, MemoryMB: sb.MemoryMB}, nil
 }
 
-// recordTaskFailure marks the first step of a task failed when its sandbox
-// could not be had.
-func (a *Activities) recordTaskFailure(ctx context.Context, runID, task string, cause error) {
-	now := a.now()
-	_, _ = a.Store.UpdateJobRun(ctx, runID, func(r *store.JobRun) error {
-		for i := range r.StepTimeline {
-			e := &r.StepTimeline[i]
-			if e.TaskName == task {
-				e.Status, e.StartedAt, e.CompletedAt = StatusFailed, &now, &now
-				e.ErrorMessage, e.ErrorCode, e.FailureClass = ptr(cause.Error()), strp(sandbox.CodeOf(cause)), ptr("infra")
-				return nil
-			}
+// AcquireFailure describes a task whose sandbox could not be had: the
+// sandbox error's code (SANDBOX_PROVISIONING_FAILED for anything else, such
+// as a timeout) with failure class infra; a bad template is config. Step is
+// empty: the failure belongs to the task's first step.
+func AcquireFailure(task string, err error) RunStepResult {
+	res := RunStepResult{Task: task, Status: StatusFailed, ErrorCode: sandbox.CodeProvisioningFailed, FailureClass: "infra",
+		ErrorMessage: "sandbox: " + err.Error()}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() != "" && ae.Type() != "GenericError" {
+		res.ErrorCode, res.ErrorMessage = ae.Type(), ae.Message()
+		if ae.Type() == "TEMPLATE_INVALID" {
+			res.FailureClass = "config"
 		}
+	}
+	return res
+}
+
+// recordTaskFailure records a failure on a task's step: the named one, or
+// the first when Step is empty (its sandbox could not be had).
+func (a *Activities) recordTaskFailure(ctx context.Context, runID, task string, f RunStepResult) {
+	now := a.now()
+	_, err := a.Store.UpdateJobRun(context.WithoutCancel(ctx), runID, func(r *store.JobRun) error {
+		applyFailure(r, f, now)
 		return nil
 	})
+	if err != nil && a.Logger != nil {
+		a.Logger.Warn("record task failure", slog.String("run_id", runID), slog.String("task", task), slog.String("error", err.Error()))
+	}
+}
+
+// applyFailure writes f onto its timeline entry unless that entry already
+// holds a final outcome of its own.
+func applyFailure(r *store.JobRun, f RunStepResult, now time.Time) {
+	for i := range r.StepTimeline {
+		e := &r.StepTimeline[i]
+		if e.TaskName != f.Task || (f.Step != "" && e.Name != f.Step) {
+			continue
+		}
+		if e.Status != StatusPending && e.Status != StatusRunning && e.Status != StatusCancelled {
+			return
+		}
+		e.Status = f.Status
+		if e.StartedAt == nil {
+			e.StartedAt = &now
+		}
+		if e.CompletedAt == nil {
+			e.CompletedAt = &now
+		}
+		e.ExitCode = f.ExitCode
+		e.ErrorMessage, e.ErrorCode, e.FailureClass = strp(f.ErrorMessage), strp(f.ErrorCode), strp(f.FailureClass)
+		if f.ErrorCode != "" {
+			e.ErrorDetails = map[string]any{"task": f.Task, "step": e.Name}
+		}
+		return
+	}
 }
 
 // RunStepInput runs one step.
@@ -262,7 +394,8 @@ type RunStepResult struct {
 	ComputeCostCents float64
 }
 
-// StepFailureFromError describes a step that could not run.
+// StepFailureFromError describes a step that could not run; a step whose
+// StartToClose timeout fired is timed_out.
 func StepFailureFromError(task, step string, err error) RunStepResult {
 	res := RunStepResult{Task: task, Step: step, Status: StatusFailed, ErrorMessage: err.Error(), FailureClass: "infra", ErrorCode: "EXEC_FAILED"}
 	var ae *temporal.ApplicationError
@@ -275,7 +408,15 @@ func StepFailureFromError(task, step string, err error) RunStepResult {
 	}
 	var te *temporal.TimeoutError
 	if errors.As(err, &te) {
-		res.ErrorCode, res.FailureClass = "TIMEOUT", "config"
+		switch te.TimeoutType() {
+		case enumspb.TIMEOUT_TYPE_HEARTBEAT:
+			// the worker stopped answering: infrastructure, not the step
+			res.ErrorCode = "HEARTBEAT_TIMEOUT"
+			res.ErrorMessage = "the worker running the step stopped heartbeating"
+		default:
+			res.Status, res.ErrorCode, res.FailureClass = StatusTimedOut, "TIMEOUT", "config"
+			res.ErrorMessage = "the step exceeded its timeout"
+		}
 	}
 	return res
 }
@@ -288,7 +429,9 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 		e.Status, e.StartedAt, e.SandboxName = StatusRunning, &started, strp(in.Sandbox)
 		e.CompletedAt, e.ExitCode, e.ErrorCode, e.ErrorMessage, e.FailureClass = nil, nil, nil, nil, nil
 	})
+	stopHB := a.heartbeat(ctx, in.Task+"/"+in.Step)
 	res, err := a.runAction(ctx, in)
+	stopHB()
 	if err != nil {
 		if ctx.Err() != nil {
 			now := a.now()
@@ -309,9 +452,8 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 		}
 	}
 	res.Task, res.Step = in.Task, in.Step
-	hours := a.now().Sub(started).Hours()
-	res.ComputeCostCents = hours * (float64(in.Vcpus)*a.Rates.CentsPerVCPUHour + float64(in.MemoryMB)/1024*a.Rates.CentsPerGBHour)
 	done := a.now()
+	res.ComputeCostCents = a.Rates.Cost(done.Sub(started), in.Vcpus, in.MemoryMB)
 	a.updateStep(context.WithoutCancel(ctx), in, func(e *store.StepTimelineEntry) {
 		e.Status, e.CompletedAt, e.ExitCode = res.Status, &done, res.ExitCode
 		e.ErrorCode, e.ErrorMessage, e.FailureClass = strp(res.ErrorCode), strp(res.ErrorMessage), strp(res.FailureClass)
@@ -391,26 +533,6 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 	stdout := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stdout"}
 	stderr := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stderr"}
 
-	hbCtx, stopHB := context.WithCancel(ctx)
-	defer stopHB()
-	interval := a.HeartbeatInterval
-	if interval <= 0 {
-		interval = 500 * time.Millisecond
-	}
-	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-hbCtx.Done():
-				return
-			case <-t.C:
-				if activity.IsActivity(ctx) {
-					activity.RecordHeartbeat(ctx, stepKey)
-				}
-			}
-		}
-	}()
 	res, err := a.Sandboxes.Exec(ctx, sandbox.ExecRequest{
 		Sandbox: in.Sandbox, Argv: argv, Workdir: workdir, Stdout: stdout, Stderr: stderr,
 		Env: map[string]string{"SVC_OUTPUT": outPath}, Timeout: time.Duration(in.TimeoutSeconds) * time.Second,
@@ -434,12 +556,14 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 	if len(in.Claimed) == 0 {
 		return out, nil
 	}
-	data, err := readCapped(outPath, manifests.MaxOutputFileBytes)
+	data, err := readOutputFile(outPath, manifests.MaxOutputFileBytes)
 	if err != nil {
-		out.Status, out.ErrorCode, out.FailureClass, out.ErrorMessage = StatusFailed, manifests.CodeOutputTooLarge, "contract", err.Error()
+		var oe *manifests.OutputError
+		errors.As(err, &oe)
+		out.Status, out.ErrorCode, out.FailureClass, out.ErrorMessage = StatusFailed, oe.Code, "contract", err.Error()
 		return out, nil
 	}
-	values, err := manifests.ParseOutputFile(data, in.OutputSpecs, in.Claimed)
+	values, err := parseClaimedOutputs(data, in)
 	if err != nil {
 		out.Status, out.ErrorCode, out.FailureClass, out.ErrorMessage = StatusFailed, manifests.OutputErrorCode(err), "contract", err.Error()
 		return out, nil
@@ -448,20 +572,102 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 	return out, nil
 }
 
-// readCapped reads the output file; a missing file is empty, a file past the
-// cap is an error.
-func readCapped(path string, limit int) ([]byte, error) {
-	st, err := os.Stat(path)
+// CodeOutputUnreadable is the error code of a $SVC_OUTPUT that exists but
+// cannot be read as a regular file (a symlink, a FIFO, an I/O error).
+const CodeOutputUnreadable = "OUTPUT_UNREADABLE"
+
+// readOutputFile reads the output file: a missing file is empty; a file past
+// the cap is OUTPUT_TOO_LARGE; a symlink, anything but a regular file, or a
+// read error is OUTPUT_UNREADABLE. It never follows a symlink and never
+// blocks on a FIFO.
+func readOutputFile(path string, limit int) ([]byte, error) {
+	unreadable := func(format string, args ...any) error {
+		return &manifests.OutputError{Code: CodeOutputUnreadable, Msg: "$SVC_OUTPUT " + fmt.Sprintf(format, args...)}
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, unreadable("is a symbolic link")
+	}
+	if err != nil {
+		return nil, unreadable("cannot be opened: %v", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, unreadable("cannot be read: %v", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, unreadable("is not a regular file (%s)", st.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return nil, unreadable("cannot be read: %v", err)
+	}
+	if len(data) > limit {
+		return nil, &manifests.OutputError{Code: manifests.CodeOutputTooLarge,
+			Msg: fmt.Sprintf("$SVC_OUTPUT is %d bytes, over the %d byte cap", max(st.Size(), int64(len(data))), limit)}
+	}
+	return data, nil
+}
+
+// parseClaimedOutputs parses the output file against the step's claims. A
+// claim's `from` names the key the step writes in the file for that output
+// key; a claim with `required = true` whose key is absent fails the step
+// with OUTPUT_MISSING.
+func parseClaimedOutputs(data []byte, in RunStepInput) (map[string]any, error) {
+	var claims map[string]manifests.StepOutputClaim
+	if in.Action.Outputs != nil {
+		claims = in.Action.Outputs.Claims
+	}
+	specs := maps.Clone(in.OutputSpecs)
+	if specs == nil {
+		specs = map[string]manifests.JobOutputSpec{}
+	}
+	source := map[string]string{} // output key → the key written in the file
+	var fileKeys []string
+	for _, key := range in.Claimed {
+		from := claims[key].From
+		if from == "" {
+			from = key
+		}
+		if from != key {
+			if spec, declared := in.OutputSpecs[key]; declared {
+				if other, clash := specs[from]; clash && from != key && in.OutputSpecs[from].Type != "" && !reflect.DeepEqual(other, spec) {
+					return nil, &manifests.OutputError{Code: manifests.CodeOutputInvalid, Key: key, Msg: fmt.Sprintf("from %q names an output with another spec", from)}
+				}
+				specs[from] = spec
+			}
+		}
+		source[key] = from
+		if !slices.Contains(fileKeys, from) {
+			fileKeys = append(fileKeys, from)
+		}
+	}
+	raw, err := manifests.ParseOutputFile(data, specs, fileKeys)
 	if err != nil {
 		return nil, err
 	}
-	if st.Size() > int64(limit) {
-		return nil, fmt.Errorf("$SVC_OUTPUT is %d bytes, over the %d byte cap", st.Size(), limit)
+	values := map[string]any{}
+	for _, key := range in.Claimed {
+		if v, ok := raw[source[key]]; ok {
+			values[key] = v
+		}
 	}
-	return os.ReadFile(path)
+	for _, key := range in.Claimed {
+		if r := claims[key].Required; r != nil && *r {
+			if _, ok := values[key]; !ok {
+				msg := "is required by this step's claim but was not written to $SVC_OUTPUT"
+				if from := claims[key].From; from != "" && from != key {
+					msg = fmt.Sprintf("is required by this step's claim but %q was not written to $SVC_OUTPUT", from)
+				}
+				return nil, &manifests.OutputError{Code: manifests.CodeOutputMissing, Key: key, Msg: msg}
+			}
+		}
+	}
+	return values, nil
 }
 
 // logWriter streams a step's output to the store in chunks.
@@ -512,6 +718,12 @@ type FinishRunInput struct {
 	ComputeCostCents float64
 	// Sandboxes provisioned by the run, deleted when teardown_on_complete.
 	Sandboxes []string
+	// Steps are outcomes the workflow knows better than the timeline: tasks
+	// whose sandbox could not be had (Step empty: the task's first step),
+	// steps whose activity failed or timed out, steps interrupted by
+	// run.timeout. Each is written unless its entry already holds a final
+	// outcome of its own.
+	Steps []RunStepResult
 }
 
 // FinishRunResult is how a job run ended.
@@ -546,11 +758,26 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 	res.CostCents = int64(math.Ceil(in.ComputeCostCents - 1e-9))
 	now := a.now()
 	_, err := a.Store.UpdateJobRun(ctx, in.RunID, func(r *store.JobRun) error {
+		if finalStatuses[r.Status] && r.CompletedAt != nil {
+			return errAlreadyFinished // a retried FinishRun: keep the first
+		}
 		r.Status = res.Status
 		r.CompletedAt = &now
-		leftover := StatusSkipped
-		if res.Status == StatusCancelled || res.Status == StatusTimedOut {
+		if r.StartedAt == nil { // stopped before it started
+			r.StartedAt = &now
+		}
+		if res.Status != StatusCancelled {
+			r.StopReason = nil // a stop that lost the race to the run's end
+		}
+		for _, f := range in.Steps {
+			applyFailure(r, f, now)
+		}
+		leftover, interrupted := StatusSkipped, StatusCancelled
+		switch res.Status {
+		case StatusCancelled:
 			leftover = StatusCancelled
+		case StatusTimedOut:
+			leftover, interrupted = StatusCancelled, StatusTimedOut
 		}
 		for i := range r.StepTimeline {
 			e := &r.StepTimeline[i]
@@ -558,7 +785,7 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 			case StatusPending:
 				e.Status = leftover
 			case StatusRunning:
-				e.Status, e.CompletedAt = StatusCancelled, &now
+				e.Status, e.CompletedAt = interrupted, &now
 			}
 		}
 		payload := map[string]any{"outputs": map[string]any{}}
@@ -589,8 +816,15 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 		r.CostRatedAt = &now
 		return nil
 	})
+	if errors.Is(err, errAlreadyFinished) {
+		return res, nil
+	}
 	if err != nil {
 		return res, err
 	}
 	return res, nil
 }
+
+var errAlreadyFinished = errors.New("the run is already finished")
+
+var finalStatuses = map[string]bool{StatusSucceeded: true, StatusFailed: true, StatusCancelled: true, StatusTimedOut: true}

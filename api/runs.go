@@ -159,25 +159,71 @@ func (s *Server) stopJobRun(c *gin.Context) error {
 		c.JSON(http.StatusAccepted, r) // stopping a finished run changes nothing
 		return nil
 	}
+	if s.cfg.Runs == nil {
+		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
+	}
 	reason := "stopped by " + c.GetString(actorKey)
 	if req.Reason != nil && *req.Reason != "" {
 		reason = *req.Reason
 	}
 	r, err = s.store.UpdateJobRun(ctx, r.ID, func(r *store.JobRun) error {
+		if finalStatuses[r.Status] {
+			return errRunFinished // it finished meanwhile: never touch a finished run
+		}
 		r.StopReason = &reason
 		return nil
 	})
+	if errors.Is(err, errRunFinished) {
+		return s.answerStop(c, c.Param("run_id"))
+	}
 	if err != nil {
 		return err
 	}
-	if s.cfg.Runs == nil {
-		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
-	}
 	if err := s.cfg.Runs.CancelJobRun(ctx, r.ID); err != nil {
+		// The engine refuses to cancel a workflow that has just completed:
+		// the run is then final (or about to be), and the stop is moot.
+		if cur, gerr := s.store.GetJobRun(ctx, r.ID); gerr == nil && finalStatuses[cur.Status] {
+			c.JSON(http.StatusAccepted, cur)
+			return nil
+		}
+		s.log.Warn("cancel job run", "run_id", r.ID, "error", err.Error())
 		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the stop of %s", r.ID)
+	}
+	return s.answerStop(c, r.ID)
+}
+
+var errRunFinished = errors.New("the run is finished")
+
+// answerStop answers 202 with the run as it is now.
+func (s *Server) answerStop(c *gin.Context, id string) error {
+	r, err := s.store.GetJobRun(c.Request.Context(), id)
+	if err != nil {
+		return err
 	}
 	c.JSON(http.StatusAccepted, r)
 	return nil
+}
+
+// resolveLogStep turns the step query of the logs endpoint into the key
+// logs are stored under, "<task>/<step>". A bare step name is accepted
+// when exactly one task has a step of that name; several is a 422.
+func resolveLogStep(run store.JobRun, step string) (string, error) {
+	if step == "" || strings.Contains(step, "/") {
+		return step, nil
+	}
+	var matches []string
+	for _, e := range run.StepTimeline {
+		if e.Name == step {
+			matches = append(matches, e.TaskName+"/"+e.Name)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return step, nil // nothing matches: an empty log
+	case 1:
+		return matches[0], nil
+	}
+	return "", invalid("value_error", fmt.Sprintf("step %q is ambiguous: use one of %s", step, strings.Join(matches, ", ")), "query", "step")
 }
 
 // logEvent is one Server-Sent Event of a followed log.
@@ -190,7 +236,11 @@ type logEvent struct {
 func (s *Server) jobRunLogs(c *gin.Context) error {
 	ctx := c.Request.Context()
 	id, step := c.Param("run_id"), c.Query("step")
-	if _, err := s.store.GetJobRun(ctx, id); err != nil {
+	run, err := s.store.GetJobRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	if step, err = resolveLogStep(run, step); err != nil {
 		return err
 	}
 	follow := c.Query("follow") == "true" || c.Query("follow") == "1" || strings.Contains(c.GetHeader("Accept"), "text/event-stream")

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -243,4 +244,92 @@ func TestSchedulesReachTheEngine(t *testing.T) {
 	if len(runs.deleted) != 1 || runs.deleted[0] != "nightly" {
 		t.Fatalf("engine deletes: %v", runs.deleted)
 	}
+}
+
+// racingRuns is an engine whose workflow completes just as the stop
+// arrives: it finishes the run in the store, then fails the cancel as
+// Temporal does for a completed workflow.
+type racingRuns struct {
+	fakeRuns
+	st  RunStore
+	err error
+}
+
+func (f *racingRuns) CancelJobRun(ctx context.Context, id string) error {
+	_, _ = f.st.UpdateJobRun(ctx, id, func(r *store.JobRun) error {
+		r.Status, r.StopReason = "succeeded", nil // what FinishRun writes
+		return nil
+	})
+	return f.err
+}
+
+func TestJobRunStopRace(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		st := h.srv.store.(RunStore)
+		runs := &racingRuns{st: st, err: errors.New("workflow execution already completed")}
+		h.srv.cfg.Runs = runs
+		h.deployExampleJob("hello")
+		r := h.do(req{method: "POST", path: "/jobs/hello/runs", scope: ScopeWrite})
+		expect(t, r, http.StatusCreated)
+		id := r.json(t)["id"].(string)
+
+		r = h.do(req{method: "POST", path: "/jobs/hello/runs/" + id + "/stop", body: map[string]any{"reason": "late"}, scope: ScopeWrite})
+		expect(t, r, http.StatusAccepted)
+		if got := r.json(t); got["status"] != "succeeded" || got["stop_reason"] != nil {
+			t.Fatalf("stop that lost the race: %s", r.Body)
+		}
+		// A finished run is never modified, not even its stop_reason.
+		before, _ := st.GetJobRun(context.Background(), id)
+		r = h.do(req{method: "POST", path: "/jobs/hello/runs/" + id + "/stop", body: map[string]any{"reason": "again"}, scope: ScopeWrite})
+		expect(t, r, http.StatusAccepted)
+		after, _ := st.GetJobRun(context.Background(), id)
+		if after.StopReason != nil || after.Status != before.Status {
+			t.Fatalf("stop of a finished run changed it: %+v", after)
+		}
+
+		// An engine failure on a live run is still a 502.
+		h.srv.cfg.Runs = &failingCancel{}
+		r = h.do(req{method: "POST", path: "/jobs/hello/runs", scope: ScopeWrite})
+		id = r.json(t)["id"].(string)
+		expectError(t, h.do(req{method: "POST", path: "/jobs/hello/runs/" + id + "/stop", scope: ScopeWrite}), http.StatusBadGateway, CodeBadGateway)
+	})
+}
+
+type failingCancel struct{ fakeRuns }
+
+func (f *failingCancel) CancelJobRun(context.Context, string) error { return errors.New("unavailable") }
+
+func TestJobRunLogStepFilter(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		h.srv.cfg.Runs = &fakeRuns{}
+		h.deployExampleJob("hello")
+		r := h.do(req{method: "POST", path: "/jobs/hello/runs", scope: ScopeWrite})
+		id := r.json(t)["id"].(string)
+		ctx := context.Background()
+		st := h.srv.store.(*store.Store)
+		if _, err := st.UpdateJobRun(ctx, id, func(r *store.JobRun) error {
+			r.StepTimeline = []store.StepTimelineEntry{{Name: "say", TaskName: "greet"}, {Name: "build", TaskName: "a"}, {Name: "build", TaskName: "b"}}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range [][2]string{{"greet/say", "hello\n"}, {"a/build", "from a\n"}, {"b/build", "from b\n"}} {
+			if err := st.AppendStepLog(ctx, id, l[0], "stdout", []byte(l[1])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, tc := range []struct{ query, want string }{
+			{"?step=greet/say", "hello\n"},
+			{"?step=say", "hello\n"}, // a bare name, unambiguous
+			{"?step=b/build", "from b\n"},
+			{"?step=nope", ""},
+		} {
+			r := h.do(req{method: "GET", path: "/job-runs/" + id + "/logs" + tc.query, scope: ScopeRead})
+			expect(t, r, http.StatusOK)
+			if string(r.Body) != tc.want {
+				t.Errorf("logs%s = %q, want %q", tc.query, r.Body, tc.want)
+			}
+		}
+		expectDetail(t, h.do(req{method: "GET", path: "/job-runs/" + id + "/logs?step=build", scope: ScopeRead}), "query", "step")
+	})
 }

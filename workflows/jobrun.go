@@ -49,6 +49,11 @@ type taskOutcome struct {
 	writes  []manifests.OutputWrite
 	sandbox activities.AcquireSandboxResult
 	cost    float64
+	// generated is the name a provision without a name would have made,
+	// recorded even when acquiring failed, so teardown finds the sandbox.
+	generated string
+	// interrupted is the step in flight when the task was cancelled.
+	interrupted string
 }
 
 // JobRunWorkflow runs a job's tasks (in order, or in parallel up to
@@ -75,7 +80,12 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 		return res, err
 	}
 	if err := workflow.ExecuteActivity(book, a.StartRun, activities.StartRunInput{RunID: in.RunID, Manifest: m}).Get(book, nil); err != nil {
-		return JobRunResult{}, err
+		if ctx.Err() != nil { // stopped before it started: the record must not stay queued
+			return finish(activities.FinishRunInput{Status: activities.StatusCancelled, ErrorCode: "CANCELLED",
+				ErrorMessage: "the run was stopped", FailureClass: "user"})
+		}
+		return finish(activities.FinishRunInput{Status: activities.StatusFailed, ErrorCode: "INTERNAL_ERROR",
+			ErrorMessage: "the run could not be started: " + err.Error(), FailureClass: "platform"})
 	}
 	if msg := manifests.UnsupportedStep(m); msg != "" {
 		return finish(activities.FinishRunInput{Status: activities.StatusFailed, ErrorCode: "RUN_AGENT_UNSUPPORTED", ErrorMessage: msg, FailureClass: "config"})
@@ -139,11 +149,21 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	}
 
 	fin := activities.FinishRunInput{Status: activities.StatusSucceeded}
-	for _, o := range outcomes {
+	for i, o := range outcomes {
 		fin.Writes = append(fin.Writes, o.writes...)
 		fin.ComputeCostCents += o.cost
 		if o.sandbox.Name != "" && o.sandbox.Created {
 			fin.Sandboxes = append(fin.Sandboxes, o.sandbox.Name)
+		} else if o.generated != "" {
+			fin.Sandboxes = append(fin.Sandboxes, o.generated)
+		}
+		if o.failed {
+			fin.Steps = append(fin.Steps, o.failure)
+		}
+		if o.interrupted != "" && timedOut {
+			fin.Steps = append(fin.Steps, activities.RunStepResult{Task: m.Run.Tasks[i].Name, Step: o.interrupted,
+				Status: activities.StatusTimedOut, ErrorCode: "TIMEOUT", FailureClass: "config",
+				ErrorMessage: fmt.Sprintf("interrupted by run.timeout %s", m.Run.Timeout)})
 		}
 	}
 	switch {
@@ -178,14 +198,27 @@ func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti 
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute,
-		HeartbeatTimeout:    30 * time.Second,
+		// AcquireSandbox heartbeats while sources clone and setup scripts
+		// run; a short timeout lets a stop reach them within seconds.
+		HeartbeatTimeout:    5 * time.Second,
+		WaitForCancellation: true,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
 			NonRetryableErrorTypes: activities.PermanentErrorTypes},
 	})
-	acq := activities.AcquireSandboxInput{RunID: in.RunID, Task: task.Name, Config: sbCfg, Params: params}
+	if sbCfg == nil || (sbCfg.Name == "" && (sbCfg.Mode == "" || sbCfg.Mode == manifests.SandboxProvision)) {
+		out.generated = activities.ProvisionName(in.RunID, ti)
+	}
+	acq := activities.AcquireSandboxInput{RunID: in.RunID, Task: task.Name, TaskIndex: ti, Config: sbCfg, Params: params,
+		ResumeOnStart: m.Run.ResumeOnStart != nil && *m.Run.ResumeOnStart}
 	if err := workflow.ExecuteActivity(actx, a.AcquireSandbox, acq).Get(actx, &out.sandbox); err != nil {
+		if ctx.Err() != nil {
+			return out
+		}
 		out.failed = true
-		out.failure = activities.StepFailureFromError(task.Name, "", err)
+		out.failure = activities.AcquireFailure(task.Name, err)
+		if len(task.Steps) > 0 { // the failure is shown on the task's first step
+			out.failure.Step = manifests.StepName(task, 0)
+		}
 		return out
 	}
 	for si, step := range task.Steps {
@@ -223,10 +256,11 @@ func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti 
 		var res activities.RunStepResult
 		if err := workflow.ExecuteActivity(sctx, a.RunStep, req).Get(sctx, &res); err != nil {
 			if ctx.Err() != nil {
+				out.interrupted = name
 				return out
 			}
+			// failed, or timed_out when its StartToClose fired
 			res = activities.StepFailureFromError(task.Name, name, err)
-			res.Status = activities.StatusFailed
 		}
 		out.cost += res.ComputeCostCents
 		if res.Status != activities.StatusSucceeded {

@@ -3,17 +3,27 @@ package workflows
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/linefactory/linefactory/activities"
@@ -373,5 +383,382 @@ exec = ["true"]
 	}
 	if rec.StepTimeline[0].Status != activities.StatusCancelled || rec.StepTimeline[1].Status != activities.StatusCancelled {
 		t.Fatalf("timeline after cancel: %+v", rec.StepTimeline)
+	}
+}
+
+func timeline(rec store.JobRun) string {
+	var got []string
+	for _, e := range rec.StepTimeline {
+		got = append(got, e.Status)
+	}
+	return strings.Join(got, ",")
+}
+
+func TestJobRunStoppedBeforeStart(t *testing.T) {
+	f := newFixture(t)
+	m := parseJob(t, "[job]\nname = \"x\"\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
+	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
+		// StartRun is still in flight when the stop arrives.
+		env.OnActivity(f.acts.StartRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ activities.StartRunInput) error {
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		env.RegisterDelayedCallback(env.CancelWorkflow, 100*time.Millisecond)
+	})
+	if res.Status != activities.StatusCancelled || rec.Status != activities.StatusCancelled || rec.CompletedAt == nil {
+		t.Fatalf("status %s / %s (completed %v), want cancelled", res.Status, rec.Status, rec.CompletedAt)
+	}
+}
+
+func TestJobRunTimeoutMarksTheRunningStep(t *testing.T) {
+	f := newFixture(t)
+	_, rec := f.run(t, parseJob(t, `
+[job]
+name = "x"
+[run]
+timeout = "1s"
+[[run.tasks]]
+name = "a"
+[[run.tasks.steps]]
+exec = ["sleep", "30"]
+[[run.tasks.steps]]
+exec = ["true"]
+`), nil, nil)
+	if rec.Status != activities.StatusTimedOut || timeline(rec) != "timed_out,cancelled" {
+		t.Fatalf("status %s timeline %s, want timed_out with timed_out,cancelled", rec.Status, timeline(rec))
+	}
+	if e := rec.StepTimeline[0]; e.ErrorCode == nil || *e.ErrorCode != "TIMEOUT" || e.CompletedAt == nil {
+		t.Fatalf("interrupted step: %+v", e)
+	}
+}
+
+func TestJobRunStepStartToCloseTimeout(t *testing.T) {
+	f := newFixture(t)
+	m := parseJob(t, "[job]\nname = \"x\"\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
+	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
+		env.OnActivity(f.acts.RunStep, mock.Anything, mock.Anything).Return(activities.RunStepResult{},
+			temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))
+	})
+	if res.Status != activities.StatusFailed || res.ErrorCode != "TIMEOUT" || timeline(rec) != "timed_out,skipped" {
+		t.Fatalf("got %s/%s timeline %s, want failed/TIMEOUT timed_out,skipped", res.Status, res.ErrorCode, timeline(rec))
+	}
+}
+
+func TestJobRunSandboxFailureIsInTheTimeline(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(f *fixture, env *testsuite.TestWorkflowEnvironment)
+		extra string
+		code  string
+	}{
+		{"setup script fails", nil, "[run.sandbox]\nimage = \"base\"\nsetup_scripts = [{ script = \"exit 4\" }]\n", sandbox.CodeProvisioningFailed},
+		{"acquire keeps erroring", func(f *fixture, env *testsuite.TestWorkflowEnvironment) {
+			env.OnActivity(f.acts.AcquireSandbox, mock.Anything, mock.Anything).Return(activities.AcquireSandboxResult{}, errors.New("disk on fire"))
+		}, "", sandbox.CodeProvisioningFailed},
+		{"acquire times out", func(f *fixture, env *testsuite.TestWorkflowEnvironment) {
+			env.OnActivity(f.acts.AcquireSandbox, mock.Anything, mock.Anything).Return(activities.AcquireSandboxResult{},
+				temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil))
+		}, "", sandbox.CodeProvisioningFailed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			m := parseJob(t, "[job]\nname = \"x\"\n"+tc.extra+"[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
+			res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
+				if tc.setup != nil {
+					tc.setup(f, env)
+				}
+			})
+			if res.Status != activities.StatusFailed || res.ErrorCode != tc.code || res.FailureClass != "infra" {
+				t.Fatalf("got %s/%s/%s, want failed/%s/infra", res.Status, res.ErrorCode, res.FailureClass, tc.code)
+			}
+			e := rec.StepTimeline[0]
+			if timeline(rec) != "failed,skipped" || e.ErrorCode == nil || *e.ErrorCode != tc.code || e.FailureClass == nil || *e.FailureClass != "infra" || e.ErrorMessage == nil {
+				t.Fatalf("timeline %s, first entry %+v", timeline(rec), e)
+			}
+		})
+	}
+}
+
+func TestJobRunResumeOnStart(t *testing.T) {
+	for _, tc := range []struct {
+		name, run, lifecycle string
+		status, code         string
+	}{
+		{"paused sandbox without resume_on_start", "", "", "failed", sandbox.CodeInvalidState},
+		{"resume_on_start", "resume_on_start = true\n", "", "succeeded", ""},
+		{"auto_resume on_activity", "", "lifecycle = { auto_resume = \"on_activity\" }\n", "succeeded", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			if _, err := f.acts.Sandboxes.Acquire(ctx, sandbox.Spec{Mode: "ensure", Name: "ws", InternetEnabled: true}); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.acts.Sandboxes.Pause(ctx, "ws"); err != nil {
+				t.Fatal(err)
+			}
+			m := parseJob(t, "[job]\nname = \"x\"\n[run]\n"+tc.run+"[run.sandbox]\nmode = \"ensure\"\nname = \"ws\"\nimage = \"base\"\n"+tc.lifecycle+
+				"[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
+			res, _ := f.run(t, m, nil, nil)
+			if res.Status != tc.status || res.ErrorCode != tc.code {
+				t.Fatalf("got %s/%s (%s), want %s/%s", res.Status, res.ErrorCode, res.ErrorMessage, tc.status, tc.code)
+			}
+			sb, _ := f.acts.Sandboxes.Get(ctx, "ws")
+			if want := map[bool]string{true: sandbox.StateRunning, false: sandbox.StatePaused}[tc.status == "succeeded"]; sb.State != want {
+				t.Fatalf("sandbox state %s, want %s", sb.State, want)
+			}
+		})
+	}
+}
+
+func TestJobRunSandboxSteps(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	m := parseJob(t, `
+[job]
+name = "x"
+[run.sandbox]
+mode = "ensure"
+name = "life"
+image = "base"
+[[run.tasks]]
+name = "a"
+[[run.tasks.steps]]
+exec = ["sh", "-c", "echo v1 > f"]
+[[run.tasks.steps]]
+snapshot = { name = "life-snap" }
+[[run.tasks.steps]]
+pause = true
+[[run.tasks.steps]]
+name = "check-paused"
+resume = true
+[[run.tasks.steps]]
+exec = ["cat", "f"]
+[[run.tasks.steps]]
+delete = true
+`)
+	res, rec := f.run(t, m, nil, nil)
+	if res.Status != activities.StatusSucceeded || timeline(rec) != "succeeded,succeeded,succeeded,succeeded,succeeded,succeeded" {
+		t.Fatalf("status %s (%s) timeline %s", res.Status, res.ErrorMessage, timeline(rec))
+	}
+	for i, want := range []string{"exec", "snapshot", "pause", "resume", "exec", "delete"} {
+		if rec.StepTimeline[i].Action != want {
+			t.Errorf("step %d action %s, want %s", i, rec.StepTimeline[i].Action, want)
+		}
+	}
+	if _, err := f.acts.Sandboxes.Get(ctx, "life"); sandbox.CodeOf(err) != sandbox.CodeNotFound {
+		t.Fatalf("the delete step left the sandbox: %v", err)
+	}
+	// The snapshot restores into a new sandbox.
+	sb, err := f.acts.Sandboxes.Acquire(ctx, sandbox.Spec{Mode: "provision", Name: "again", SnapshotName: "life-snap", InternetEnabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(filepath.Join(sb.Root, "f")); err != nil || string(data) != "v1\n" {
+		t.Fatalf("snapshot content %q %v", data, err)
+	}
+}
+
+func TestJobRunSlowSandboxStepsHeartbeat(t *testing.T) {
+	f := newFixture(t)
+	m := parseJob(t, "[job]\nname = \"x\"\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\npause = true\n")
+	var beats int
+	var mu sync.Mutex
+	res, _ := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
+		env.SetOnActivityHeartbeatListener(func(info *activity.Info, _ converter.EncodedValues) {
+			mu.Lock()
+			defer mu.Unlock()
+			if info.ActivityType.Name == "RunStep" {
+				beats++
+			}
+		})
+		// A pause that takes longer than the 3 s heartbeat timeout.
+		f.acts.Sandboxes = slowPause{Driver: f.acts.Sandboxes, d: 4 * time.Second}
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if res.Status != activities.StatusSucceeded || beats == 0 {
+		t.Fatalf("status %s (%s), %d heartbeats", res.Status, res.ErrorMessage, beats)
+	}
+}
+
+type slowPause struct {
+	sandbox.Driver
+	d time.Duration
+}
+
+func (s slowPause) Pause(ctx context.Context, name string) error {
+	time.Sleep(s.d)
+	return s.Driver.Pause(ctx, name)
+}
+
+func TestJobRunTeardownOnComplete(t *testing.T) {
+	for _, teardown := range []bool{true, false} {
+		t.Run(fmt.Sprint("teardown=", teardown), func(t *testing.T) {
+			f := newFixture(t)
+			m := parseJob(t, fmt.Sprintf("[job]\nname = \"x\"\n[run]\nteardown_on_complete = %v\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n", teardown))
+			res, rec := f.run(t, m, nil, nil)
+			if res.Status != activities.StatusSucceeded {
+				t.Fatalf("status %s %s", res.Status, res.ErrorMessage)
+			}
+			name := *rec.StepTimeline[0].SandboxName
+			if name != activities.ProvisionName(rec.ID, 0) {
+				t.Fatalf("sandbox %q, want the generated %q", name, activities.ProvisionName(rec.ID, 0))
+			}
+			_, err := f.acts.Sandboxes.Get(context.Background(), name)
+			if gone := sandbox.CodeOf(err) == sandbox.CodeNotFound; gone != teardown {
+				t.Fatalf("sandbox gone = %v after the run, want %v (%v)", gone, teardown, err)
+			}
+		})
+	}
+}
+
+func TestJobRunOutputFile(t *testing.T) {
+	f := newFixture(t)
+	seen := t.TempDir()
+	m := parseJob(t, fmt.Sprintf(`
+[job]
+name = "x"
+[[run.tasks]]
+name = "a"
+[[run.tasks.steps]]
+name = "silent"
+exec = ["sh", "-c", "echo \"$SVC_OUTPUT\" > %[1]s/silent"]
+[[run.tasks.steps]]
+name = "writer"
+exec = ["sh", "-c", "echo \"$SVC_OUTPUT\" > %[1]s/writer; test -e \"$SVC_OUTPUT\" && echo precreated > %[1]s/writer-pre; echo n=5 >> $SVC_OUTPUT"]
+outputs = { n = { from = "n", required = true } }
+[outputs.n]
+type = "integer"
+`, seen))
+	res, rec := f.run(t, m, nil, nil)
+	if res.Status != activities.StatusSucceeded || rec.ResultPayload["outputs"].(map[string]any)["n"] != 5.0 {
+		t.Fatalf("status %s (%s), payload %v", res.Status, res.ErrorMessage, rec.ResultPayload)
+	}
+	if data, _ := os.ReadFile(filepath.Join(seen, "silent")); strings.TrimSpace(string(data)) != os.DevNull {
+		t.Errorf("$SVC_OUTPUT of a step claiming nothing = %q, want %s", data, os.DevNull)
+	}
+	data, _ := os.ReadFile(filepath.Join(seen, "writer"))
+	shape := regexp.MustCompile("^" + regexp.QuoteMeta(filepath.Join(f.acts.OutputDir, "svc_output."+rec.ID+".")) + "[0-9a-f]+$")
+	if path := strings.TrimSpace(string(data)); !shape.MatchString(path) {
+		t.Errorf("$SVC_OUTPUT = %q, want %s", path, shape)
+	}
+	if _, err := os.Stat(filepath.Join(seen, "writer-pre")); err == nil {
+		t.Error("$SVC_OUTPUT existed before the step ran")
+	}
+	if left, _ := filepath.Glob(filepath.Join(f.acts.OutputDir, "svc_output.*")); len(left) > 0 {
+		t.Errorf("output files left behind: %v", left)
+	}
+}
+
+func TestJobRunOutputContractThroughSteps(t *testing.T) {
+	cases := []struct {
+		name, step string
+		code       string
+	}{
+		{"at the cap", `exec = ["sh", "-c", "printf 'n=%65533d\n' 7 >> $SVC_OUTPUT"]` + "\noutputs = [\"n\"]", ""},
+		{"over the 64 KiB cap", `exec = ["sh", "-c", "printf 'n=%65534d\n' 7 >> $SVC_OUTPUT"]` + "\noutputs = [\"n\"]", manifests.CodeOutputTooLarge},
+		{"a FIFO", `exec = ["sh", "-c", "mkfifo $SVC_OUTPUT"]` + "\noutputs = [\"n\"]", activities.CodeOutputUnreadable},
+		{"required claim missing", `exec = ["true"]` + "\noutputs = { n = { required = true } }", manifests.CodeOutputMissing},
+		{"from maps the key", `exec = ["sh", "-c", "echo count=7 >> $SVC_OUTPUT"]` + "\noutputs = { n = { from = \"count\" } }", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			m := parseJob(t, "[job]\nname = \"x\"\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\n"+tc.step+"\n[outputs.n]\ntype = \"integer\"\n")
+			res, rec := f.run(t, m, nil, nil)
+			if tc.code == "" {
+				if res.Status != activities.StatusSucceeded || rec.ResultPayload["outputs"].(map[string]any)["n"] != 7.0 {
+					t.Fatalf("status %s (%s), payload %v", res.Status, res.ErrorMessage, rec.ResultPayload)
+				}
+				return
+			}
+			e := rec.StepTimeline[0]
+			if res.ErrorCode != tc.code || res.FailureClass != "contract" || e.Status != activities.StatusFailed || e.ErrorCode == nil || *e.ErrorCode != tc.code {
+				t.Fatalf("got %s/%s (%s), step %s, want failed %s/contract", res.Status, res.ErrorCode, res.ErrorMessage, e.Status, tc.code)
+			}
+		})
+	}
+}
+
+func TestJobRunGitSourcesWithParams(t *testing.T) {
+	dir := t.TempDir()
+	bare, work := filepath.Join(dir, "repo.git"), filepath.Join(dir, "work")
+	gitEnv := append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t",
+		"GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+	for _, args := range [][]string{
+		{"init", "--quiet", "--bare", "-b", "main", bare},
+		{"init", "--quiet", "-b", "main", work},
+		{"-C", work, "commit", "--quiet", "--allow-empty", "-m", "main"},
+		{"-C", work, "checkout", "--quiet", "-b", "dev"},
+		{"-C", work, "commit", "--quiet", "--allow-empty", "-m", "on dev"},
+		{"-C", work, "push", "--quiet", bare, "main", "dev"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Env = gitEnv
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	f := newFixture(t)
+	m := parseJob(t, `
+[job]
+name = "x"
+[job.params.repo]
+type = "string"
+[job.params.branch]
+type = "string"
+[run.sandbox]
+image = "base"
+internet_enabled = false
+sources = [{ repo_url = "file://{{repo}}", branch = "{{branch}}", target_path = "src/{{branch}}" }]
+[[run.tasks]]
+name = "a"
+[[run.tasks.steps]]
+exec = ["sh", "-c", "git -C src/dev log -1 --format=%s | grep -qx 'on dev'"]
+`)
+	res, _ := f.run(t, m, map[string]any{"repo": bare, "branch": "dev"}, nil)
+	if res.Status != activities.StatusSucceeded {
+		t.Fatalf("status %s %s %s", res.Status, res.ErrorCode, res.ErrorMessage)
+	}
+}
+
+func TestJobRunCancelDuringSetup(t *testing.T) {
+	f := newFixture(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	m := parseJob(t, fmt.Sprintf("[job]\nname = \"x\"\n[run.sandbox]\nimage = \"base\"\nsetup_scripts = [{ script = \"echo $$ > %s; exec sleep 600\" }]\n"+
+		"[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n", pidFile))
+	start := time.Now()
+	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
+	})
+	if res.Status != activities.StatusCancelled || rec.Status != activities.StatusCancelled || timeline(rec) != "cancelled" {
+		t.Fatalf("status %s / %s timeline %s, want cancelled", res.Status, rec.Status, timeline(rec))
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Fatalf("cancel took %s", time.Since(start))
+	}
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the setup script never ran: %v", err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	// The test environment may end the workflow before the cancelled
+	// activity has returned: poll.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := f.acts.Sandboxes.Get(context.Background(), activities.ProvisionName(rec.ID, 0))
+		alive := pid > 0 && syscall.Kill(pid, 0) == nil
+		if !alive && sandbox.CodeOf(err) == sandbox.CodeNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			if alive {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			t.Fatalf("after the stop: setup script alive = %v, sandbox lookup %v", alive, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +29,11 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // killGrace is how long a process group has between SIGTERM and SIGKILL.
 const killGrace = 2 * time.Second
 
+// pipeGrace is how long Exec reads a command's output after its process
+// group is gone, before it stops reading (a process that left the group may
+// hold the pipes forever).
+const pipeGrace = time.Second
+
 // Local is the local driver: a sandbox is <root>/sandboxes/<name>/workspace
 // with a state file beside it; snapshots are <root>/snapshots/<name>.tar.gz.
 type Local struct {
@@ -37,8 +43,10 @@ type Local struct {
 
 	groupPrefix string // short hash of root, for cgroup names
 
-	mu     sync.Mutex
-	groups map[string]map[int]bool // sandbox name → running process groups
+	mu       sync.Mutex
+	groups   map[string]map[int]bool // sandbox name → running process groups
+	building map[string]bool         // sandboxes being provisioned now
+	owner    string                  // marks step processes as this process's
 }
 
 // NewLocal returns a local driver rooted at dir.
@@ -53,7 +61,8 @@ func NewLocal(dir string) (*Local, error) {
 		}
 	}
 	sum := sha256.Sum256([]byte(abs))
-	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, groupPrefix: hex.EncodeToString(sum[:4])}, nil
+	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, building: map[string]bool{},
+		groupPrefix: hex.EncodeToString(sum[:4]), owner: processID(os.Getpid())}, nil
 }
 
 func (l *Local) dir(name string) string       { return filepath.Join(l.root, "sandboxes", name) }
@@ -95,7 +104,9 @@ func (l *Local) save(sb Sandbox) error {
 // Get returns a sandbox by name.
 func (l *Local) Get(_ context.Context, name string) (Sandbox, error) { return l.load(name) }
 
-// Acquire provisions, ensures or reuses a sandbox per spec.Mode.
+// Acquire provisions, ensures or reuses a sandbox per spec.Mode. Sources
+// and setup scripts run with ctx: cancelling it kills them and removes the
+// half-built sandbox.
 func (l *Local) Acquire(ctx context.Context, spec Spec) (Sandbox, error) {
 	mode := spec.Mode
 	if mode == "" {
@@ -113,44 +124,104 @@ func (l *Local) Acquire(ctx context.Context, spec Spec) (Sandbox, error) {
 	if !nameRE.MatchString(name) {
 		return Sandbox{}, errorf(CodeProvisioningFailed, nil, "invalid sandbox name %q", name)
 	}
+	// Another task of this worker may be provisioning the same name right
+	// now (ensure in fanout tasks, or an earlier attempt still cleaning up):
+	// wait for it rather than see a half-built sandbox.
+	if err := l.waitBuilt(ctx, name); err != nil {
+		return Sandbox{}, err
+	}
 	existing, err := l.load(name)
 	exists := err == nil
 	if err != nil && CodeOf(err) != CodeNotFound {
 		return Sandbox{}, err
 	}
+	halfBuilt := exists && existing.State == StateProvisioning
 	switch mode {
 	case "provision":
 		if exists {
-			return Sandbox{}, errorf(CodeAlreadyExists, nil, "sandbox %q already exists", name)
+			if spec.Key == "" || existing.ProvisionKey != spec.Key {
+				return Sandbox{}, errorf(CodeAlreadyExists, nil, "sandbox %q already exists", name)
+			}
+			if !halfBuilt { // a retried attempt: the sandbox is ours
+				existing.Created = true
+				return existing, nil
+			}
 		}
 	case "reuse":
 		if !exists {
 			return Sandbox{}, errorf(CodeNotFound, nil, "sandbox %q does not exist (mode reuse)", name)
 		}
+		if halfBuilt {
+			return Sandbox{}, errorf(CodeInvalidState, nil, "sandbox %q was never fully provisioned (its setup did not complete)", name)
+		}
 		return existing, nil
 	case "ensure":
-		if exists {
+		if exists && !halfBuilt {
 			return existing, nil
 		}
 	default:
 		return Sandbox{}, errorf(CodeProvisioningFailed, nil, "unknown sandbox mode %q", mode)
 	}
+	if halfBuilt {
+		if err := l.Delete(ctx, name); err != nil {
+			return Sandbox{}, errorf(CodeProvisioningFailed, err, "remove half-built sandbox %q", name)
+		}
+	}
 	return l.create(ctx, name, spec)
 }
 
+// waitBuilt waits until no provisioning of name is under way in this process.
+func (l *Local) waitBuilt(ctx context.Context, name string) error {
+	for {
+		l.mu.Lock()
+		busy := l.building[name]
+		l.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (l *Local) setBuilding(name string, on bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if on {
+		if l.building[name] {
+			return false
+		}
+		l.building[name] = true
+		return true
+	}
+	delete(l.building, name)
+	return true
+}
+
 func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, error) {
+	if !l.setBuilding(name, true) {
+		return Sandbox{}, fmt.Errorf("sandbox %q is being provisioned by another attempt", name) // retryable
+	}
+	defer l.setBuilding(name, false)
 	now := l.Now().UTC()
-	sb := Sandbox{Name: name, Root: filepath.Join(l.dir(name), "workspace"), State: StateRunning, Image: spec.Image,
+	sb := Sandbox{Name: name, Root: filepath.Join(l.dir(name), "workspace"), State: StateProvisioning, Image: spec.Image,
 		Vcpus: spec.Vcpus, MemoryMB: spec.MemoryMB, InternetEnabled: spec.InternetEnabled, Env: spec.Env,
-		Lifecycle: spec.Lifecycle, CreatedAt: now, LastActiveAt: now, Created: true,
+		Lifecycle: spec.Lifecycle, CreatedAt: now, LastActiveAt: now, Created: true, ProvisionKey: spec.Key,
 		LimitsApplied: map[string]string{
 			"disk_gb": "recorded, not enforced by the local driver",
 			"image":   "recorded: the local driver runs on the host's root filesystem",
 		},
 	}
 	fail := func(err error) (Sandbox, error) {
+		l.signalAll(name, syscall.SIGKILL)
 		removeCgroups(sb)
 		_ = os.RemoveAll(l.dir(name))
+		if ctx.Err() != nil {
+			return Sandbox{}, ctx.Err()
+		}
 		if CodeOf(err) == "" {
 			err = errorf(CodeProvisioningFailed, err, "provision sandbox %q", name)
 		}
@@ -165,7 +236,7 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 		if err := checkNetns(); err != nil {
 			return fail(errorf(CodeProvisioningFailed, err, "internet_enabled = false needs a network namespace, which this host cannot create"))
 		}
-		sb.LimitsApplied["internet_enabled"] = "enforced: commands run in a new network namespace (loopback only)"
+		sb.LimitsApplied["internet_enabled"] = "enforced for steps: they run in a new network namespace (loopback only); sources and setup scripts have the network"
 	}
 	if err := l.save(sb); err != nil {
 		return fail(err)
@@ -189,7 +260,8 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 			return fail(err)
 		}
 		var out bytes.Buffer
-		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: append([]string{"git"}, append(args, src.RepoURL, dest)...), Stdout: &out, Stderr: &out})
+		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: append([]string{"git"}, append(args, "--", src.RepoURL, dest)...),
+			Stdout: &out, Stderr: &out, Network: true})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit %d: %s", res.ExitCode, tail(out.String()))
 		}
@@ -199,7 +271,7 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 	}
 	for i, sc := range spec.SetupScripts {
 		var out bytes.Buffer
-		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: []string{sc.Script}, Stdout: &out, Stderr: &out})
+		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: []string{sc.Script}, Stdout: &out, Stderr: &out, Network: true})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit %d: %s", res.ExitCode, tail(out.String()))
 		}
@@ -211,7 +283,16 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 			return fail(errorf(CodeProvisioningFailed, err, "setup script %s failed", label))
 		}
 	}
-	return sb, nil
+	cur, err := l.load(name)
+	if err != nil {
+		return fail(err)
+	}
+	cur.State = StateRunning
+	if err := l.save(cur); err != nil {
+		return fail(err)
+	}
+	cur.Created = true
+	return cur, nil
 }
 
 func tail(s string) string {
@@ -308,7 +389,8 @@ func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	if _, err := os.Stat(path); err != nil {
 		return ExecResult{}, errorf(CodeCommandNotFound, err, "command %q not found", argv[0])
 	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + sb.Root, "LANG=C.UTF-8", "SANDBOX_NAME=" + sb.Name, "TMPDIR=/tmp"}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + sb.Root, "LANG=C.UTF-8", "SANDBOX_NAME=" + sb.Name, "TMPDIR=/tmp",
+		markerEnv + "=" + l.marker(sb.Name)}
 	for _, m := range []map[string]string{sb.Env, req.Env} {
 		for k, v := range m {
 			env = append(env, k+"="+v)
@@ -327,18 +409,27 @@ func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 		outW.Close()
 		return ExecResult{}, errorf(CodeExecFailed, err, "pipe")
 	}
+	// Pdeathsig kills the step when the worker dies. The kernel sends it when
+	// the *thread* that forked the child exits; Go only ends a thread when a
+	// goroutine exits while locked to it, and we hold the lock (so the same
+	// thread is used) only around Start, so in practice this is the
+	// process's death. The rest of the group is found by KillLeftovers.
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdout: outW, Stderr: errW,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
-	if !sb.InternetEnabled {
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
+	netns := !sb.InternetEnabled && !req.Network
+	if netns {
 		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
 	}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	goruntime.LockOSThread()
+	err = cmd.Start()
+	goruntime.UnlockOSThread()
+	if err != nil {
 		outR.Close()
 		outW.Close()
 		errR.Close()
 		errW.Close()
-		if !sb.InternetEnabled {
+		if netns {
 			return ExecResult{}, errorf(CodeProvisioningFailed, err, "start %q in a network namespace", argv[0])
 		}
 		return ExecResult{}, errorf(CodeExecFailed, err, "start %q", argv[0])
@@ -391,7 +482,17 @@ func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	}
 	// Whatever the main process left behind in its group goes too.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	copies.Wait()
+	// A process that left the group (setsid) may still hold the pipes: give
+	// the copies a moment to drain, then close our read ends.
+	copied := make(chan struct{})
+	go func() { copies.Wait(); close(copied) }()
+	select {
+	case <-copied:
+	case <-time.After(pipeGrace):
+		outR.Close()
+		errR.Close()
+		<-copied
+	}
 	res.Duration = time.Since(start)
 	var ee *exec.ExitError
 	switch {

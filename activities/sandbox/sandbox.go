@@ -7,8 +7,13 @@
 //   - Every command runs in its own process group; cancellation, timeout,
 //     pause and delete act on the whole group, and Exec returns only when the
 //     group is gone, so no orphan outlives its step.
-//   - internet_enabled = false runs commands in a fresh network namespace,
-//     or fails with SANDBOX_PROVISIONING_FAILED: it is never silently ignored.
+//   - internet_enabled = false runs step commands in a fresh network
+//     namespace, or fails with SANDBOX_PROVISIONING_FAILED: it is never
+//     silently ignored. Provisioning (git sources, setup scripts) runs with
+//     the host's network.
+//   - Step processes die with the worker (Pdeathsig) and carry a marker in
+//     their environment, so a restarted worker kills what a crashed one left
+//     behind (KillLeftovers).
 //   - A non-zero exit is a result (ExecResult.ExitCode), not an error; an
 //     error means the command could not be run or the sandbox failed.
 package sandbox
@@ -63,10 +68,14 @@ func CodeOf(err error) string {
 	return ""
 }
 
-// States of a sandbox.
+// States of a sandbox. A sandbox is provisioning from the moment its
+// directory exists until its sources and setup scripts have all succeeded:
+// one left in that state by a crash is half-built, and Acquire redoes it
+// (provision with the same key, ensure) or rejects it (reuse).
 const (
-	StateRunning = "running"
-	StatePaused  = "paused"
+	StateProvisioning = "provisioning"
+	StateRunning      = "running"
+	StatePaused       = "paused"
 )
 
 // Spec is what a task asks of its sandbox; templates are already rendered.
@@ -84,6 +93,10 @@ type Spec struct {
 	SnapshotName    string
 	Lifecycle       *manifests.Lifecycle
 	RunID           string
+	// Key makes provisioning idempotent: a provision whose name exists with
+	// the same key (a retried or resumed attempt of the same run's task)
+	// gets that sandbox back instead of SANDBOX_ALREADY_EXISTS.
+	Key string
 }
 
 // Sandbox describes a sandbox.
@@ -105,6 +118,8 @@ type Sandbox struct {
 	// group in (memory, cpu, freezer), where the host allows it.
 	Cgroups    []string `json:"cgroups,omitempty"`
 	CgroupName string   `json:"cgroup_name,omitempty"`
+	// ProvisionKey is Spec.Key of the provision that made it.
+	ProvisionKey string `json:"provision_key,omitempty"`
 	// Created is true when Acquire made it (false when it reused one).
 	Created bool `json:"-"`
 }
@@ -120,6 +135,9 @@ type ExecRequest struct {
 	Stdout  io.Writer
 	Stderr  io.Writer
 	Timeout time.Duration // 0 = none
+	// Network runs the command with the host's network even when the
+	// sandbox has internet_enabled = false (sources and setup scripts).
+	Network bool
 }
 
 // ExecResult is the outcome of a command.

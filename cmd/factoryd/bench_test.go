@@ -13,6 +13,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/linefactory/linefactory/workflows"
 )
 
 func parseTime(t testing.TB, v any) time.Time {
@@ -114,28 +116,6 @@ func BenchmarkLineRuns(b *testing.B) {
 	if code, m := d.call("POST", "/factory/lines/three/deploy", "application/toml", []byte(line)); code != 201 {
 		b.Fatalf("deploy: %d %v", code, m)
 	}
-	const n = 20
-	runLines := func() time.Duration {
-		start := time.Now()
-		ids := make([]string, n)
-		var wg sync.WaitGroup
-		for i := range ids {
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
-				_, m := d.call("POST", "/factory/lines/three/runs", "application/json", nil)
-				ids[i], _ = m["id"].(string)
-			}(i)
-		}
-		wg.Wait()
-		for _, id := range ids {
-			if run := d.waitLine(id, 5*time.Minute); run["status"] != "succeeded" {
-				b.Fatalf("line run %v", run)
-			}
-		}
-		return time.Since(start)
-	}
-
 	var port string
 	for _, kv := range d.env {
 		if v, ok := strings.CutPrefix(kv, "FACTORY_TEMPORAL_PORT="); ok {
@@ -155,21 +135,67 @@ func BenchmarkLineRuns(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer w.Stop()
+	const n = 20
+	// Both sides start their n runs at once and wait on the workflow
+	// results the same way (a line run's result follows its
+	// continue-as-new turns); the line records are checked after timing.
+	waitAll := func(ids []string) {
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Add(1)
+			go func(id string) {
+				defer wg.Done()
+				if err := c.GetWorkflow(context.Background(), id, "").Get(context.Background(), nil); err != nil {
+					b.Error(err)
+				}
+			}(id)
+		}
+		wg.Wait()
+	}
+	runLines := func() time.Duration {
+		start := time.Now()
+		ids := make([]string, n)
+		var wg sync.WaitGroup
+		for i := range ids {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				_, m := d.call("POST", "/factory/lines/three/runs", "application/json", nil)
+				ids[i], _ = m["id"].(string)
+			}(i)
+		}
+		wg.Wait()
+		wids := make([]string, n)
+		for i, id := range ids {
+			wids[i] = workflows.LineRunWorkflowID(id)
+		}
+		waitAll(wids)
+		elapsed := time.Since(start)
+		for _, id := range ids {
+			if _, run := d.call("GET", "/factory/line-runs/"+id, "", nil); run["status"] != "succeeded" {
+				b.Fatalf("line run %v", run)
+			}
+		}
+		return elapsed
+	}
 	runBare := func() time.Duration {
 		start := time.Now()
-		runs := make([]client.WorkflowRun, n)
-		for i := range runs {
-			r, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{TaskQueue: "bench-bare"}, "BenchBareThree")
-			if err != nil {
-				b.Fatal(err)
-			}
-			runs[i] = r
+		ids := make([]string, n)
+		var wg sync.WaitGroup
+		for i := range ids {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				r, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{TaskQueue: "bench-bare"}, "BenchBareThree")
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				ids[i] = r.GetID()
+			}(i)
 		}
-		for _, r := range runs {
-			if err := r.Get(context.Background(), nil); err != nil {
-				b.Fatal(err)
-			}
-		}
+		wg.Wait()
+		waitAll(ids)
 		return time.Since(start)
 	}
 	runLines()

@@ -4,10 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/linefactory/linefactory/activities"
 )
 
 // config is factoryd's configuration, read once from flags and environment
@@ -25,6 +28,8 @@ import (
 //	FACTORY_TEMPORAL_UI_ADDR --temporal-ui-addr  embedded Web UI address (127.0.0.1:8233; "off" disables)
 //	FACTORY_TEMPORAL_PORT    --temporal-port embedded frontend gRPC port (7233)
 //	FACTORY_INTEGRATION_SECRETS              signing secrets per provider: code_host=s1,chat_tool=s2
+//	FACTORY_CENTS_PER_VCPU_HOUR --cents-per-vcpu-hour  compute rate per sandbox vCPU hour (4)
+//	FACTORY_CENTS_PER_GB_HOUR   --cents-per-gb-hour    compute rate per sandbox GiB of memory hour (0.5)
 type config struct {
 	HTTPAddr          string
 	DataDir           string
@@ -39,6 +44,8 @@ type config struct {
 	TemporalPort      int
 	// IntegrationSecrets are the signing secrets of integration providers.
 	IntegrationSecrets map[string]string
+	// Rates price sandbox time (compute_cost_cents).
+	Rates activities.CostRates
 	// TemporalPortsExplicit is true when the embedded server's ports were
 	// configured; otherwise busy defaults fall back to free ports.
 	TemporalPortsExplicit bool
@@ -60,6 +67,8 @@ func loadConfig(name string, args []string) (config, error) {
 		maxBody  string
 		logLevel string
 		port     string
+		vcpuRate string
+		gbRate   string
 	)
 	fs.StringVar(&c.HTTPAddr, "addr", env("FACTORY_HTTP_ADDR", "127.0.0.1:8080"), "API listen address (FACTORY_HTTP_ADDR)")
 	fs.StringVar(&c.DataDir, "data-dir", env("FACTORY_DATA_DIR", ".factory"), "data directory (FACTORY_DATA_DIR)")
@@ -71,6 +80,10 @@ func loadConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.TemporalNamespace, "temporal-namespace", env("TEMPORAL_NAMESPACE", "default"), "Temporal namespace (TEMPORAL_NAMESPACE)")
 	fs.StringVar(&c.TemporalUIAddr, "temporal-ui-addr", env("FACTORY_TEMPORAL_UI_ADDR", "127.0.0.1:8233"), "embedded Temporal Web UI address, or off (FACTORY_TEMPORAL_UI_ADDR)")
 	fs.StringVar(&port, "temporal-port", env("FACTORY_TEMPORAL_PORT", "7233"), "embedded Temporal frontend port (FACTORY_TEMPORAL_PORT)")
+	fs.StringVar(&vcpuRate, "cents-per-vcpu-hour", env("FACTORY_CENTS_PER_VCPU_HOUR", strconv.FormatFloat(activities.DefaultCostRates.CentsPerVCPUHour, 'f', -1, 64)),
+		"compute rate in cents per sandbox vCPU hour (FACTORY_CENTS_PER_VCPU_HOUR)")
+	fs.StringVar(&gbRate, "cents-per-gb-hour", env("FACTORY_CENTS_PER_GB_HOUR", strconv.FormatFloat(activities.DefaultCostRates.CentsPerGBHour, 'f', -1, 64)),
+		"compute rate in cents per sandbox GiB of memory hour (FACTORY_CENTS_PER_GB_HOUR)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -125,8 +138,38 @@ func loadConfig(name string, args []string) (config, error) {
 		return c, fmt.Errorf("--temporal-port: %q is not a port", port)
 	}
 	c.TemporalPort = p
+	for _, r := range []struct {
+		flag, raw string
+		dst       *float64
+	}{{"--cents-per-vcpu-hour", vcpuRate, &c.Rates.CentsPerVCPUHour}, {"--cents-per-gb-hour", gbRate, &c.Rates.CentsPerGBHour}} {
+		f, err := strconv.ParseFloat(r.raw, 64)
+		if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+			return c, fmt.Errorf("%s: %q is not a non-negative number", r.flag, r.raw)
+		}
+		*r.dst = f
+	}
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = filepath.Join(c.DataDir, "factory.db")
 	}
 	return c, nil
+}
+
+// checkTopology rejects a split role without an external Temporal: an
+// API-only or worker-only process with its own embedded server would share
+// no workflows with its peers (an API that never runs anything).
+func (c config) checkTopology() error {
+	if c.TemporalAddress == "" && !(c.Roles["api"] && c.Roles["worker"]) {
+		return fmt.Errorf("--roles %s needs TEMPORAL_ADDRESS (--temporal-address): the embedded Temporal server serves only a process that runs both roles", strings.Join(c.roleList(), ","))
+	}
+	return nil
+}
+
+func (c config) roleList() []string {
+	var out []string
+	for _, r := range []string{"api", "worker"} {
+		if c.Roles[r] {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -189,7 +190,20 @@ func processesWith(s string) []int {
 }
 
 func TestEndToEndJobRuns(t *testing.T) {
-	d := startDaemon(t, t.TempDir(), nil)
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir, nil)
+
+	// The embedded Temporal's SQLite file is in WAL mode (a file property,
+	// so any connection sees it).
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dataDir, "temporal", "temporal.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mode string
+	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("embedded Temporal journal_mode = %q (%v), want wal", mode, err)
+	}
+	db.Close()
 
 	// A job with several tasks and outputs finishes with the right payload.
 	d.deploy("fanout-build", example(t, "fanout-build"))
@@ -212,7 +226,7 @@ func TestEndToEndJobRuns(t *testing.T) {
 	if run["result_payload"].(map[string]any)["outputs"].(map[string]any)["greeting"] != "hello e2e" {
 		t.Fatalf("hello: %v", run)
 	}
-	resp, err := http.NewRequest("GET", d.base+"/job-runs/"+id+"/logs", nil)
+	resp, err := http.NewRequest("GET", d.base+"/job-runs/"+id+"/logs?step=say", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,12 +268,32 @@ func TestEndToEndJobRuns(t *testing.T) {
 func TestEndToEndRunSurvivesKill(t *testing.T) {
 	dir := t.TempDir()
 	d := startDaemon(t, dir, nil)
-	d.deploy("slow", "[job]\nname = \"slow\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"sleep 2; echo 'done=true' >> $SVC_OUTPUT\"]\noutputs = [\"done\"]\n[outputs.done]\ntype = \"boolean\"\n")
+	d.deploy("slow", "[job]\nname = \"slow\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"sleep 6789 & sleep 2; echo 'done=true' >> $SVC_OUTPUT\"]\noutputs = [\"done\"]\n[outputs.done]\ntype = \"boolean\"\n")
 	id := d.start("slow", nil)
-	time.Sleep(500 * time.Millisecond) // let the step start before the crash
+	deadline := time.Now().Add(30 * time.Second)
+	for { // crash while the step runs
+		_, m := d.call("GET", "/job-runs/"+id, "", nil)
+		if tl, _ := m["step_timeline"].([]any); len(tl) > 0 && tl[0].(map[string]any)["status"] == "running" && len(processesWith("sleep 6789")) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the step never ran: %v", m)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	orphans := processesWith("sleep 6789")
 	d.kill(syscall.SIGKILL)
 
 	d2 := startDaemon(t, dir, d.env)
+	// The restarted worker killed what the crashed one's step left behind.
+	for _, pid := range orphans {
+		if syscall.Kill(pid, 0) == nil && len(processesWith("sleep 6789")) > 0 {
+			if stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); !bytes.Contains(stat, []byte(") Z")) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("process %d of the crashed worker's step survived the restart", pid)
+			}
+		}
+	}
 	run := d2.wait(id, 90*time.Second)
 	if run["status"] != "succeeded" || run["result_payload"].(map[string]any)["outputs"].(map[string]any)["done"] != true {
 		t.Fatalf("after restart: %v\n%s", run, d2.log.String())

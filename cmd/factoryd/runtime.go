@@ -73,7 +73,12 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 			rt.Close()
 			return nil, err
 		}
-		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: activities.DefaultCostRates}
+		// Steps of a worker that died (SIGKILL, OOM) may have left processes
+		// behind; their activities are retried here or elsewhere.
+		if killed := drv.KillLeftovers(); len(killed) > 0 {
+			logger.Warn("killed processes left by a previous worker", slog.Any("pids", killed))
+		}
+		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates}
 		w := worker.New(c, workflows.TaskQueue, worker.Options{})
 		workflows.Register(w, acts)
 		if err := w.Start(); err != nil {
@@ -117,9 +122,15 @@ func (rt *runtime) StartJobRun(ctx context.Context, in workflows.JobRunInput) er
 	return err
 }
 
-// CancelJobRun asks a job run's workflow to stop.
+// CancelJobRun asks a job run's workflow to stop. A workflow that is gone
+// or already completed (Temporal answers NotFound) needs no stop: nil.
 func (rt *runtime) CancelJobRun(ctx context.Context, runID string) error {
-	return rt.client.CancelWorkflow(ctx, workflows.JobRunWorkflowID(runID), "")
+	err := rt.client.CancelWorkflow(ctx, workflows.JobRunWorkflowID(runID), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	return err
 }
 
 // reapSandboxes applies sandbox lifecycles (pause_after_idle, pause_after,

@@ -20,6 +20,9 @@ import (
 // runServe implements `factoryd serve`.
 func runServe(args []string) int {
 	cfg, err := loadConfig("serve", args)
+	if err == nil {
+		err = cfg.checkTopology()
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "factoryd serve: %v\n", err)
 		return 2

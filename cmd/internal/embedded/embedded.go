@@ -136,8 +136,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	sqlCfg := &tconfig.SQL{
 		PluginName:   sqliteplugin.PluginName,
 		DatabaseName: dbPath,
+		// Keys the plugin does not know become `PRAGMA key=value` on every
+		// connection, so they are pragma names (a leading underscore would
+		// make a pragma SQLite ignores).
 		ConnectAttributes: map[string]string{
-			"mode": "rwc", "_journal_mode": "wal", "_synchronous": "1",
+			"mode": "rwc", "journal_mode": "wal", "synchronous": "normal",
 		},
 		MaxConns:     1,
 		MaxIdleConns: 1,

@@ -1,0 +1,238 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/linefactory/linefactory/activities/sandbox"
+	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/store"
+)
+
+// runStore is an in-memory Store of job runs.
+type runStore struct {
+	mu   sync.Mutex
+	runs map[string]store.JobRun
+}
+
+func (m *runStore) GetJobRun(_ context.Context, id string) (store.JobRun, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runs[id], nil
+}
+
+func (m *runStore) UpdateJobRun(_ context.Context, id string, change func(*store.JobRun) error) (store.JobRun, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, _ := json.Marshal(m.runs[id])
+	var c store.JobRun
+	_ = json.Unmarshal(b, &c)
+	if err := change(&c); err != nil {
+		return store.JobRun{}, err
+	}
+	m.runs[id] = c
+	return c, nil
+}
+
+func (m *runStore) AppendStepLog(context.Context, string, string, string, []byte) error { return nil }
+func (m *runStore) CreateJobRun(_ context.Context, r store.JobRun) (store.JobRun, error) {
+	return r, nil
+}
+func (m *runStore) UpdateLineRun(context.Context, string, func(*store.LineRun) error) (store.LineRun, error) {
+	return store.LineRun{}, nil
+}
+
+// stepClock advances by step on every reading.
+type stepClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+func (c *stepClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.t
+	c.t = c.t.Add(c.step)
+	return t
+}
+
+func TestComputeCostWithConfiguredRates(t *testing.T) {
+	drv, err := sandbox.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: StatusQueued}}}
+	// Every reading of the clock is an hour later: RunStep reads it when the
+	// step starts and when it ends.
+	clock := &stepClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), step: time.Hour}
+	a := &Activities{Store: st, Sandboxes: drv, Now: clock.now, OutputDir: t.TempDir(),
+		Rates: CostRates{CentsPerVCPUHour: 10, CentsPerGBHour: 3}}
+	ctx := context.Background()
+	m := manifests.JobManifest{Run: manifests.RunSection{Tasks: []manifests.Task{{Name: "t", Steps: []manifests.Step{{Exec: []string{"true"}}}}}}}
+	if err := a.StartRun(ctx, StartRunInput{RunID: "jr_1", Manifest: m}); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := a.AcquireSandbox(ctx, AcquireSandboxInput{RunID: "jr_1", Task: "t", Params: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.RunStep(ctx, RunStepInput{RunID: "jr_1", Task: "t", Step: "step-1", Action: m.Run.Tasks[0].Steps[0],
+		Sandbox: sb.Name, Vcpus: 2, MemoryMB: 2048})
+	if err != nil || res.Status != StatusSucceeded {
+		t.Fatalf("step: %+v %v", res, err)
+	}
+	// 2 vCPU × 10 + 2 GiB × 3 for one hour.
+	if res.ComputeCostCents != 26 {
+		t.Fatalf("step cost %v cents, want about 26", res.ComputeCostCents)
+	}
+	if _, err := a.FinishRun(ctx, FinishRunInput{RunID: "jr_1", Manifest: m, Status: StatusSucceeded, ComputeCostCents: 26}); err != nil {
+		t.Fatal(err)
+	}
+	if r := st.runs["jr_1"]; r.ComputeCostCents != 26 || r.TotalCostCents != 26 || r.CostRatedAt == nil {
+		t.Fatalf("run costs: compute %d total %d rated %v", r.ComputeCostCents, r.TotalCostCents, r.CostRatedAt)
+	}
+	if got := (CostRates{CentsPerVCPUHour: 10, CentsPerGBHour: 3}).Cost(90*time.Minute, 1, 512); got != 1.5*(10+1.5) {
+		t.Fatalf("Cost = %v, want %v", got, 1.5*(10+1.5))
+	}
+}
+
+func TestReadOutputFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(write("target", []byte("a=1\n")), link); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, path, code string
+	}{
+		{"missing is empty", filepath.Join(dir, "none"), ""},
+		{"regular", write("ok", []byte("a=1\n")), ""},
+		{"at the cap", write("cap", []byte(strings.Repeat("x", manifests.MaxOutputFileBytes))), ""},
+		{"over the cap", write("big", []byte(strings.Repeat("x", manifests.MaxOutputFileBytes+1))), manifests.CodeOutputTooLarge},
+		{"a FIFO does not block", fifo, CodeOutputUnreadable},
+		{"a symlink is not followed", link, CodeOutputUnreadable},
+		{"a directory", t.TempDir(), CodeOutputUnreadable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { _, err := readOutputFile(tc.path, manifests.MaxOutputFileBytes); done <- err }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("readOutputFile blocked")
+			}
+			if got := manifests.OutputErrorCode(err); got != tc.code {
+				t.Fatalf("code %q (%v), want %q", got, err, tc.code)
+			}
+		})
+	}
+}
+
+func TestClaimFromAndRequired(t *testing.T) {
+	specs := map[string]manifests.JobOutputSpec{"count": {Type: "integer"}, "name": {Type: "string"}}
+	yes := true
+	in := func(claims map[string]manifests.StepOutputClaim) RunStepInput {
+		o := &manifests.StepOutputs{Claims: claims}
+		return RunStepInput{Action: manifests.Step{Outputs: o}, Claimed: o.Keys(), OutputSpecs: specs}
+	}
+	cases := []struct {
+		name   string
+		claims map[string]manifests.StepOutputClaim
+		file   string
+		want   map[string]any
+		code   string
+	}{
+		{"from maps the file key", map[string]manifests.StepOutputClaim{"count": {From: "n"}}, "n=3\n", map[string]any{"count": 3.0}, ""},
+		{"from: the output key itself is not the file key", map[string]manifests.StepOutputClaim{"count": {From: "n"}}, "count=3\n", nil, manifests.CodeOutputInvalid},
+		{"required and present", map[string]manifests.StepOutputClaim{"name": {Required: &yes}}, "name=ann\n", map[string]any{"name": "ann"}, ""},
+		{"required and absent", map[string]manifests.StepOutputClaim{"name": {Required: &yes}, "count": {}}, "count=1\n", nil, manifests.CodeOutputMissing},
+		{"required through from, absent", map[string]manifests.StepOutputClaim{"count": {From: "n", Required: &yes}}, "", nil, manifests.CodeOutputMissing},
+		{"not required and absent", map[string]manifests.StepOutputClaim{"name": {}}, "", map[string]any{}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseClaimedOutputs([]byte(tc.file), in(tc.claims))
+			if code := manifests.OutputErrorCode(err); code != tc.code {
+				t.Fatalf("code %q (%v), want %q", code, err, tc.code)
+			}
+			if tc.code == "" && !manifests.Equal(map[string]any(got), map[string]any(tc.want)) {
+				t.Fatalf("values %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStepFailureFromError(t *testing.T) {
+	cases := []struct {
+		name         string
+		err          error
+		status, code string
+	}{
+		{"start to close", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil), StatusTimedOut, "TIMEOUT"},
+		{"heartbeat", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil), StatusFailed, "HEARTBEAT_TIMEOUT"},
+		{"typed", temporal.NewNonRetryableApplicationError("x", sandbox.CodeCommandNotFound, nil), StatusFailed, sandbox.CodeCommandNotFound},
+		{"other", errors.New("boom"), StatusFailed, "EXEC_FAILED"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := StepFailureFromError("t", "s", tc.err)
+			if got.Status != tc.status || got.ErrorCode != tc.code {
+				t.Fatalf("got %s/%s, want %s/%s", got.Status, got.ErrorCode, tc.status, tc.code)
+			}
+		})
+	}
+}
+
+func TestAcquireFailure(t *testing.T) {
+	for _, tc := range []struct {
+		err         error
+		code, class string
+	}{
+		{temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil), sandbox.CodeProvisioningFailed, "infra"},
+		{errors.New("boom"), sandbox.CodeProvisioningFailed, "infra"},
+		{temporal.NewNonRetryableApplicationError("x", sandbox.CodeNotFound, nil), sandbox.CodeNotFound, "infra"},
+		{temporal.NewNonRetryableApplicationError("x", "TEMPLATE_INVALID", nil), "TEMPLATE_INVALID", "config"},
+	} {
+		got := AcquireFailure("t", tc.err)
+		if got.Status != StatusFailed || got.ErrorCode != tc.code || got.FailureClass != tc.class || got.Step != "" {
+			t.Errorf("AcquireFailure(%v) = %+v, want %s/%s", tc.err, got, tc.code, tc.class)
+		}
+	}
+}
+
+func TestProvisionName(t *testing.T) {
+	if a, b := ProvisionName("jr_abc", 1), ProvisionName("jr_abc", 1); a != b || a != "sbx-jr_abc-1" {
+		t.Fatalf("ProvisionName = %q, %q", a, b)
+	}
+	if ProvisionName("jr_abc", 0) == ProvisionName("jr_abc", 1) {
+		t.Fatal("tasks share a name")
+	}
+	if n := ProvisionName("weird/id "+strings.Repeat("x", 200), 0); len(n) > 128 || strings.ContainsAny(n, "/ ") {
+		t.Fatalf("ProvisionName of an odd id = %q", n)
+	}
+}
