@@ -17,6 +17,16 @@ func str() *openapi3.Schema     { return openapi3.NewStringSchema() }
 func strN() *openapi3.Schema    { return openapi3.NewStringSchema().WithNullable() }
 func integer() *openapi3.Schema { return openapi3.NewIntegerSchema() }
 func intN() *openapi3.Schema    { return openapi3.NewIntegerSchema().WithNullable() }
+// queryDescriptions explain the query parameters whose meaning is not
+// obvious from their name.
+var queryDescriptions = map[string]string{
+	"limit":  "page size, 1..200",
+	"offset": "items to skip, >= 0",
+	"status": "only runs with this status",
+	"step":   "only this step: task/step, or a bare step name when one task has it (an ambiguous name is 422)",
+	"follow": "true: Server-Sent Events until the run ends (also with Accept: text/event-stream)",
+}
+
 func boolean() *openapi3.Schema { return openapi3.NewBoolSchema() }
 func dt() *openapi3.Schema      { return openapi3.NewDateTimeSchema() }
 func dtN() *openapi3.Schema     { return openapi3.NewDateTimeSchema().WithNullable() }
@@ -314,6 +324,7 @@ func (s *Server) buildOpenAPI() *openapi3.T {
 				schema = str()
 			}
 			p := openapi3.NewQueryParameter(q).WithSchema(schema)
+			p.Description = queryDescriptions[q]
 			op.AddParameter(p)
 		}
 		if spec.request != "" {
