@@ -257,8 +257,7 @@ func (s *Server) startUI(addr, namespace string) error {
 	if err != nil {
 		return fmt.Errorf("temporal UI address %q: %w", addr, err)
 	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
+	if _, err := strconv.Atoi(portStr); err != nil {
 		return fmt.Errorf("temporal UI address %q: %w", addr, err)
 	}
 	// The UI server exits the process when it cannot listen: check first
@@ -267,7 +266,7 @@ func (s *Server) startUI(addr, namespace string) error {
 	if err != nil {
 		return fmt.Errorf("temporal UI: %w", err)
 	}
-	port = l.Addr().(*net.TCPAddr).Port
+	port := l.Addr().(*net.TCPAddr).Port
 	addr = net.JoinHostPort(host, strconv.Itoa(port))
 	l.Close()
 	cfg := &uiconfig.Config{
