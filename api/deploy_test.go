@@ -217,6 +217,15 @@ func TestDeployBodyErrors(t *testing.T) {
 				t.Errorf("message %q lacks %q", msg, want)
 			}
 		}
+		// Unknown keys and wrong types do not hide the other problems.
+		bad = `{"manifest": {"job": {"name": "x", "bogus": 1}, "run": {"fanout": "yes", "concurrency": 0, "tasks": [{"name": "t", "steps": [{"exec": ["true"], "pause": true}]}]}}}`
+		m = expectError(t, h.do(req{method: "POST", path: "/jobs/x/versions", body: bad, scope: ScopeWrite}), 422, CodeValidation)
+		msg = m["message"].(string)
+		for _, want := range []string{"job.bogus: unknown key", "run.fanout: expected a boolean", "run.concurrency", "run.tasks[0].steps[0]"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("message %q lacks %q", msg, want)
+			}
+		}
 		if r := h.do(req{method: "GET", path: "/jobs", scope: ScopeRead}); len(r.list(t)) != 0 {
 			t.Fatalf("invalid deploys stored jobs: %s", r.Body)
 		}

@@ -29,6 +29,10 @@ func FuzzParseJob(f *testing.F) {
 		if isJSON {
 			format = FormatJSON
 		}
+		// The lenient path validates what is left of a malformed manifest.
+		if cm, ps := CheckJob(data, format); cm == nil && ps == nil {
+			t.Fatalf("CheckJob: manifest %v with problems %v", cm != nil, ps)
+		}
 		m, err := ParseJob(data, format)
 		if err != nil {
 			return
@@ -52,6 +56,9 @@ func FuzzParseLine(f *testing.F) {
 		format := FormatTOML
 		if isJSON {
 			format = FormatJSON
+		}
+		if cm, ps := CheckLine(data, format); cm == nil && ps == nil {
+			t.Fatalf("CheckLine: manifest %v with problems %v", cm != nil, ps)
 		}
 		m, err := ParseLine(data, format)
 		if err != nil {

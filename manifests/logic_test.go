@@ -128,6 +128,9 @@ func TestApplyParams(t *testing.T) {
 			if ps == nil || !strings.Contains(ps.Error(), tc.want) {
 				t.Fatalf("problems %v, want %q", ps, tc.want)
 			}
+			if len(ps) != 1 {
+				t.Fatalf("problems %v, want only %q", ps, tc.want)
+			}
 		})
 	}
 }
@@ -415,6 +418,51 @@ func TestParseReportsEveryUnknownKey(t *testing.T) {
 	for i, w := range want {
 		if ps[i].String() != w {
 			t.Errorf("problem %d = %q, want %q", i, ps[i], w)
+		}
+	}
+}
+
+// A manifest with shape problems (unknown keys, wrong types) still gets
+// every other problem reported, and none that the shape problems cause.
+func TestCheckReportsEveryProblem(t *testing.T) {
+	job := `
+[job]
+name = "j"
+bogus = 1
+[job.params.n]
+type = "integer"
+required = true
+default = 3
+[[run.tasks]]
+name = "t"
+[[run.tasks.steps]]
+exec = "not a list"
+[[run.tasks.steps]]
+exec = ["true"]
+pause = true
+`
+	_, ps := CheckJob([]byte(job), FormatTOML)
+	want := []string{
+		"job.bogus: unknown key",
+		"job.params.n.default: a required param cannot have a default",
+		"run.tasks[0].steps[0].exec: expected a list, got a string",
+		"run.tasks[0].steps[1]: exactly one of",
+	}
+	for _, w := range want {
+		if !strings.Contains(ps.Error(), w) {
+			t.Errorf("job problems:\n%v\nwant one containing %q", ps, w)
+		}
+	}
+	if len(ps) != len(want) {
+		t.Errorf("job problems:\n%v\nwant exactly %d", ps, len(want))
+	}
+
+	line := `{"line": {"name": "l"}, "trigger": {"type": "manual"}, "stages": [],
+	  "limits": {"budget_usd": "abc", "max_iterations": -1}}`
+	_, ps = CheckLine([]byte(line), FormatJSON)
+	for _, w := range []string{"limits.budget_usd: expected a decimal amount", "limits.max_iterations", "stages"} {
+		if !strings.Contains(ps.Error(), w) {
+			t.Errorf("line problems:\n%v\nwant one containing %q", ps, w)
 		}
 	}
 }

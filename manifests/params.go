@@ -14,6 +14,7 @@ import (
 func ApplyParams(specs map[string]JobParamSpec, given map[string]any) (map[string]any, Problems) {
 	v := &validator{}
 	out := make(map[string]any, len(specs))
+	bad := map[string]bool{} // given values already reported
 	for _, name := range sortedKeys(given) {
 		if name == ReservedRunID {
 			v.add("params."+name, "%q is reserved and set by the service", ReservedRunID)
@@ -30,12 +31,13 @@ func ApplyParams(specs map[string]JobParamSpec, given map[string]any) (map[strin
 		}
 		if err := CheckValue(spec.Spec(), val); err != nil {
 			v.add("params."+name, "%v", err)
+			bad[name] = true
 			continue
 		}
 		out[name] = val
 	}
 	for _, name := range sortedKeys(specs) {
-		if _, ok := out[name]; ok {
+		if _, ok := out[name]; ok || bad[name] {
 			continue
 		}
 		spec := specs[name]

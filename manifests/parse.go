@@ -98,6 +98,59 @@ func ParseLine(data []byte, f Format) (*LineManifest, error) {
 	return &m, nil
 }
 
+// CheckJob parses and validates a job manifest and reports every problem:
+// those of its shape (unknown keys, wrong types) and, for the rest of the
+// document, those ValidateJob finds. The manifest is what could be decoded
+// (the values with shape problems left out), nil only when nothing could;
+// it is valid only when there are no problems.
+func CheckJob(data []byte, f Format) (*JobManifest, Problems) {
+	var m JobManifest
+	shape, ok := parseLenient(data, f, &m)
+	if !ok {
+		return nil, shape
+	}
+	return checked(&m, shape, ValidateJob(&m))
+}
+
+// CheckLine is CheckJob for line manifests.
+func CheckLine(data []byte, f Format) (*LineManifest, Problems) {
+	var m LineManifest
+	shape, ok := parseLenient(data, f, &m)
+	if !ok {
+		return nil, shape
+	}
+	return checked(&m, shape, ValidateLine(&m))
+}
+
+// checked merges shape and validation problems. A value with a shape
+// problem was left out before validating, so validation problems at or
+// below its location are consequences and are dropped.
+func checked[M any](m *M, shape, valid Problems) (*M, Problems) {
+	ps := append(Problems{}, shape...)
+	for _, p := range valid {
+		if !underAny(p.Path, shape) {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) == 0 {
+		return m, nil
+	}
+	ps.Sort()
+	return m, ps
+}
+
+func underAny(path string, ps Problems) bool {
+	for _, p := range ps {
+		if p.Path == "" {
+			continue
+		}
+		if path == p.Path || strings.HasPrefix(path, p.Path+".") || strings.HasPrefix(path, p.Path+"[") {
+			return true
+		}
+	}
+	return false
+}
+
 // DecodeJSONObject decodes a JSON value into a manifest struct with the same
 // strictness as ParseJob/ParseLine (used for manifests embedded in request
 // bodies). out must be *JobManifest or *LineManifest.
@@ -106,38 +159,55 @@ func DecodeJSONObject(raw json.RawMessage, out any) error {
 }
 
 func parseInto(data []byte, f Format, out any) error {
+	ps, ok := parseLenient(data, f, out)
+	if !ok || len(ps) > 0 {
+		return ps
+	}
+	return nil
+}
+
+// parseLenient decodes a manifest into out, reporting every problem of its
+// shape and leaving the offending values out; ok is false when nothing
+// could be decoded (a syntax error, a document that is no table).
+func parseLenient(data []byte, f Format, out any) (Problems, bool) {
+	ps, err := decodeLenient(data, f, out)
+	if err != nil {
+		return AsProblems(err), false
+	}
+	return ps, true
+}
+
+func decodeLenient(data []byte, f Format, out any) (Problems, error) {
 	var doc any
 	switch f {
 	case FormatTOML:
 		var m map[string]any
 		if _, err := toml.Decode(string(data), &m); err != nil {
-			return Problems{{Message: "invalid TOML: " + tomlErrorText(err)}}
+			return nil, Problems{{Message: "invalid TOML: " + tomlErrorText(err)}}
 		}
 		doc = m
 	case FormatJSON:
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.UseNumber()
 		if err := dec.Decode(&doc); err != nil {
-			return Problems{{Message: "invalid JSON: " + err.Error()}}
+			return nil, Problems{{Message: "invalid JSON: " + err.Error()}}
 		}
 		if dec.More() {
-			return Problems{{Message: "invalid JSON: unexpected data after the document"}}
+			return nil, Problems{{Message: "invalid JSON: unexpected data after the document"}}
 		}
 	default:
-		return Problems{{Message: fmt.Sprintf("unknown manifest format %q", f)}}
+		return nil, Problems{{Message: fmt.Sprintf("unknown manifest format %q", f)}}
 	}
 	if _, ok := doc.(map[string]any); !ok {
-		return Problems{{Message: "a manifest must be an object (table)"}}
+		return nil, Problems{{Message: "a manifest must be an object (table)"}}
 	}
+	// checkShape drops what it reports, so the rest decodes cleanly.
 	var ps Problems
 	checkShape(doc, reflect.TypeOf(out).Elem(), "", &ps)
-	if len(ps) > 0 {
-		ps.Sort()
-		return ps
-	}
+	ps.Sort()
 	buf, err := json.Marshal(doc)
 	if err != nil {
-		return Problems{{Message: "manifest cannot be encoded: " + err.Error()}}
+		return nil, Problems{{Message: "manifest cannot be encoded: " + err.Error()}}
 	}
 	dec := json.NewDecoder(bytes.NewReader(buf))
 	dec.DisallowUnknownFields()
@@ -145,10 +215,10 @@ func parseInto(data []byte, f Format, out any) error {
 	// are then normalized, so whole numbers beyond 2^53 keep every digit.
 	dec.UseNumber()
 	if err := dec.Decode(out); err != nil {
-		return Problems{jsonProblem(err)}
+		return nil, append(ps, jsonProblem(err))
 	}
 	normalizeValues(reflect.ValueOf(out).Elem())
-	return nil
+	return ps, nil
 }
 
 // normalizeValues replaces every free-form (any) value inside v with its
@@ -233,17 +303,25 @@ var (
 
 // checkShape walks a generic decoded document against a manifest type and
 // reports every unknown key and every value of the wrong kind, with its path.
-func checkShape(v any, t reflect.Type, path string, ps *Problems) {
+// It removes what it reports from the document (unknown keys and unusable
+// values in tables, unusable list items become null) and returns false when
+// v itself is unusable as a t, for the caller to remove.
+func checkShape(v any, t reflect.Type, path string, ps *Problems) bool {
 	if v == nil {
-		return
+		return true
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	bad := func(msg string) bool {
+		*ps = append(*ps, Problem{path, msg})
+		return false
+	}
 	switch {
 	case t == anyType:
+		n := len(*ps)
 		checkNumbers(v, path, ps)
-		return
+		return len(*ps) == n
 	case t == usdType:
 		var s string
 		switch x := v.(type) {
@@ -256,16 +334,16 @@ func checkShape(v any, t reflect.Type, path string, ps *Problems) {
 		case string:
 			s = x
 		default:
-			*ps = append(*ps, Problem{path, "expected a decimal amount in dollars, got " + kindOf(v)})
-			return
+			return bad("expected a decimal amount in dollars, got " + kindOf(v))
 		}
 		if _, err := ParseUSD(s); err != nil {
-			*ps = append(*ps, Problem{path, "expected a decimal amount in dollars: " + err.Error()})
+			return bad("expected a decimal amount in dollars: " + err.Error())
 		}
-		return
+		return true
 	case t == stepOutputsType:
 		switch x := v.(type) {
 		case []any:
+			// The caller keeps the list's unique names (claimNames).
 			seen := map[string]bool{}
 			for i, e := range x {
 				k, ok := e.(string)
@@ -277,39 +355,47 @@ func checkShape(v any, t reflect.Type, path string, ps *Problems) {
 				}
 				seen[k] = true
 			}
+			return true
 		case map[string]any:
 			for _, k := range sortedKeys(x) {
-				checkShape(x[k], reflect.TypeOf(StepOutputClaim{}), joinPath(path, k), ps)
+				if !checkShape(x[k], reflect.TypeOf(StepOutputClaim{}), joinPath(path, k), ps) {
+					delete(x, k)
+				}
 			}
+			return true
 		default:
-			*ps = append(*ps, Problem{path, "expected a list of output keys or a table keyed by output key"})
+			return bad("expected a list of output keys or a table keyed by output key")
 		}
-		return
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		m, ok := v.(map[string]any)
 		if !ok {
-			*ps = append(*ps, Problem{path, "expected a table (object), got " + kindOf(v)})
-			return
+			return bad("expected a table (object), got " + kindOf(v))
 		}
 		fields := jsonFields(t)
 		for _, k := range sortedKeys(m) {
 			ft, ok := fields[k]
 			if !ok {
 				*ps = append(*ps, Problem{joinPath(path, k), "unknown key"})
+				delete(m, k)
 				continue
 			}
-			checkShape(m[k], ft, joinPath(path, k), ps)
+			if !checkShape(m[k], ft, joinPath(path, k), ps) {
+				replaceOrDelete(m, k, ft)
+			} else if list, ok := m[k].([]any); ok && derefType(ft) == stepOutputsType {
+				m[k] = claimNames(list)
+			}
 		}
 	case reflect.Map:
 		m, ok := v.(map[string]any)
 		if !ok {
-			*ps = append(*ps, Problem{path, "expected a table (object), got " + kindOf(v)})
-			return
+			return bad("expected a table (object), got " + kindOf(v))
 		}
 		for _, k := range sortedKeys(m) {
-			checkShape(m[k], t.Elem(), joinPath(path, k), ps)
+			if !checkShape(m[k], t.Elem(), joinPath(path, k), ps) {
+				replaceOrDelete(m, k, t.Elem())
+			}
 		}
 	case reflect.Slice:
 		s, ok := v.([]any)
@@ -318,31 +404,86 @@ func checkShape(v any, t reflect.Type, path string, ps *Problems) {
 				for i, e := range ms {
 					checkShape(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), ps)
 				}
-				return
+				return true
 			}
-			*ps = append(*ps, Problem{path, "expected a list, got " + kindOf(v)})
-			return
+			return bad("expected a list, got " + kindOf(v))
 		}
 		for i, e := range s {
-			checkShape(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), ps)
+			if !checkShape(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), ps) {
+				s[i] = zeroOf(t.Elem())
+			}
 		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {
-			*ps = append(*ps, Problem{path, "expected a string, got " + kindOf(v)})
+			return bad("expected a string, got " + kindOf(v))
 		}
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
-			*ps = append(*ps, Problem{path, "expected a boolean, got " + kindOf(v)})
+			return bad("expected a boolean, got " + kindOf(v))
 		}
 	case reflect.Int, reflect.Int64:
 		if !isWhole(v) {
-			*ps = append(*ps, Problem{path, "expected an integer, got " + kindOf(v)})
+			return bad("expected an integer, got " + kindOf(v))
 		}
 	case reflect.Float64:
 		if !isNumber(v) {
-			*ps = append(*ps, Problem{path, "expected a number, got " + kindOf(v)})
+			return bad("expected a number, got " + kindOf(v))
 		}
 	}
+	return true
+}
+
+// replaceOrDelete puts the empty value of t in place of an unusable value,
+// so that the key stays present (rules about presence do not fire as well),
+// or deletes the key when t has no such value.
+func replaceOrDelete(m map[string]any, k string, t reflect.Type) {
+	if z := zeroOf(t); z != nil {
+		m[k] = z
+		return
+	}
+	delete(m, k)
+}
+
+// zeroOf is the empty value of a manifest type as a decoded document holds
+// it, or nil for free-form and special types.
+func zeroOf(t reflect.Type) any {
+	t = derefType(t)
+	if t == anyType || t == usdType || t == stepOutputsType {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return map[string]any{}
+	case reflect.Slice:
+		return []any{}
+	case reflect.String:
+		return ""
+	case reflect.Bool:
+		return false
+	case reflect.Int, reflect.Int64, reflect.Float64:
+		return json.Number("0")
+	}
+	return nil
+}
+
+func derefType(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// claimNames keeps the unique names of a step's outputs list.
+func claimNames(list []any) []any {
+	out := make([]any, 0, len(list))
+	seen := map[string]bool{}
+	for _, e := range list {
+		if k, ok := e.(string); ok && !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func joinPath(path, key string) string {

@@ -116,14 +116,16 @@ func loadJob(file string) (*manifests.JobManifest, manifests.Problems) {
 	if ps != nil {
 		return nil, ps
 	}
-	m, err := manifests.ParseJob(data, format)
-	if err != nil {
-		return nil, manifests.AsProblems(err)
+	m, ps := manifests.CheckJob(data, format)
+	name := manifests.PeekName(data, format, "job")
+	if base := filepath.Base(file); (base == "job.toml" || base == "job.json") && name != "" {
+		ps = append(ps, manifests.CheckName("job.name", filepath.Base(filepath.Dir(file)), name)...)
 	}
-	ps = manifests.ValidateJob(m)
-	if base := filepath.Base(file); base == "job.toml" || base == "job.json" {
-		ps = append(ps, manifests.CheckName("job.name", filepath.Base(filepath.Dir(file)), m.Job.Name)...)
+	if m == nil {
+		// Lines are still checked against a job that has problems of its own.
+		m = &manifests.JobManifest{Job: manifests.JobSection{Name: name}}
 	}
+	m.Job.Name = name
 	return m, ps
 }
 
@@ -132,11 +134,7 @@ func loadLine(file string) (*manifests.LineManifest, manifests.Problems) {
 	if ps != nil {
 		return nil, ps
 	}
-	m, err := manifests.ParseLine(data, format)
-	if err != nil {
-		return nil, manifests.AsProblems(err)
-	}
-	return m, manifests.ValidateLine(m)
+	return manifests.CheckLine(data, format)
 }
 
 // isLineFile tells a line from a job by a "line" key at the top level of
