@@ -17,6 +17,7 @@ func str() *openapi3.Schema     { return openapi3.NewStringSchema() }
 func strN() *openapi3.Schema    { return openapi3.NewStringSchema().WithNullable() }
 func integer() *openapi3.Schema { return openapi3.NewIntegerSchema() }
 func intN() *openapi3.Schema    { return openapi3.NewIntegerSchema().WithNullable() }
+
 // queryDescriptions explain the query parameters whose meaning is not
 // obvious from their name.
 var queryDescriptions = map[string]string{
