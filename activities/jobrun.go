@@ -772,12 +772,14 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 		for _, f := range in.Steps {
 			applyFailure(r, f, now)
 		}
+		// Steps that never started are skipped (cancelled by a stop); the
+		// ones running when the run ended were cut off by it.
 		leftover, interrupted := StatusSkipped, StatusCancelled
 		switch res.Status {
 		case StatusCancelled:
 			leftover = StatusCancelled
 		case StatusTimedOut:
-			leftover, interrupted = StatusCancelled, StatusTimedOut
+			interrupted = StatusTimedOut
 		}
 		for i := range r.StepTimeline {
 			e := &r.StepTimeline[i]
@@ -787,6 +789,11 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 			case StatusRunning:
 				e.Status, e.CompletedAt = interrupted, &now
 			}
+		}
+		// Sandbox time is charged for every step that ran, also those a
+		// stop or a timeout cut off (their activity reports no cost).
+		if c := a.timelineCost(&in.Manifest, r.StepTimeline); c > in.ComputeCostCents {
+			res.CostCents = int64(math.Ceil(c - 1e-9))
 		}
 		payload := map[string]any{"outputs": map[string]any{}}
 		if res.Outputs != nil {
@@ -826,5 +833,38 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 }
 
 var errAlreadyFinished = errors.New("the run is already finished")
+
+// timelineCost prices the sandbox time of every step of the timeline that
+// has a start and an end, at the size of its task's sandbox.
+func (a *Activities) timelineCost(m *manifests.JobManifest, timeline []store.StepTimelineEntry) float64 {
+	var cents float64
+	for _, e := range timeline {
+		if e.StartedAt == nil || e.CompletedAt == nil || !e.CompletedAt.After(*e.StartedAt) {
+			continue
+		}
+		vcpus, mem := taskSandboxSize(m, e.TaskName)
+		cents += a.Rates.Cost(e.CompletedAt.Sub(*e.StartedAt), vcpus, mem)
+	}
+	return cents
+}
+
+// taskSandboxSize is the vCPUs and memory a task's sandbox is configured
+// with (the task's sandbox over the run's, SPEC's defaults otherwise).
+func taskSandboxSize(m *manifests.JobManifest, task string) (vcpus, memoryMB int) {
+	vcpus, memoryMB = 2, 2048
+	cfg := m.Run.Sandbox
+	for _, t := range m.Run.Tasks {
+		if t.Name == task && t.Sandbox != nil {
+			cfg = t.Sandbox
+		}
+	}
+	if cfg != nil && cfg.Vcpus != nil {
+		vcpus = *cfg.Vcpus
+	}
+	if cfg != nil && cfg.MemoryMB != nil {
+		memoryMB = *cfg.MemoryMB
+	}
+	return vcpus, memoryMB
+}
 
 var finalStatuses = map[string]bool{StatusSucceeded: true, StatusFailed: true, StatusCancelled: true, StatusTimedOut: true}

@@ -236,3 +236,28 @@ func TestProvisionName(t *testing.T) {
 		t.Fatalf("ProvisionName of an odd id = %q", n)
 	}
 }
+
+// TestStoppedRunIsCharged: a step cut off by a stop reports no cost of its
+// own; the run is still charged for the time it ran, at its task's size.
+func TestStoppedRunIsCharged(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	running := store.StepTimelineEntry{Name: "s", TaskName: "big", Status: StatusRunning, StartedAt: &start}
+	pending := store.StepTimelineEntry{Name: "s2", TaskName: "big", Status: StatusPending}
+	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: StatusRunning, StepTimeline: []store.StepTimelineEntry{running, pending}}}}
+	a := &Activities{Store: st, Now: func() time.Time { return start.Add(2 * time.Hour) },
+		Rates: CostRates{CentsPerVCPUHour: 10, CentsPerGBHour: 3}}
+	four, mem := 4, 1024
+	m := manifests.JobManifest{Run: manifests.RunSection{Tasks: []manifests.Task{{Name: "big",
+		Sandbox: &manifests.SandboxConfig{Vcpus: &four, MemoryMB: &mem}, Steps: []manifests.Step{{Exec: []string{"sleep", "1h"}}}}}}}
+	if _, err := a.FinishRun(context.Background(), FinishRunInput{RunID: "jr_1", Manifest: m, Status: StatusCancelled}); err != nil {
+		t.Fatal(err)
+	}
+	r := st.runs["jr_1"]
+	// two hours × (4 vCPU × 10 + 1 GiB × 3)
+	if r.ComputeCostCents != 86 || r.TotalCostCents != 86 {
+		t.Fatalf("stopped run costs: compute %d total %d, want 86", r.ComputeCostCents, r.TotalCostCents)
+	}
+	if got := r.StepTimeline[0].Status + "," + r.StepTimeline[1].Status; got != "cancelled,cancelled" {
+		t.Fatalf("timeline %s, want cancelled,cancelled", got)
+	}
+}

@@ -424,8 +424,12 @@ exec = ["sleep", "30"]
 [[run.tasks.steps]]
 exec = ["true"]
 `), nil, nil)
-	if rec.Status != activities.StatusTimedOut || timeline(rec) != "timed_out,cancelled" {
-		t.Fatalf("status %s timeline %s, want timed_out with timed_out,cancelled", rec.Status, timeline(rec))
+	if rec.Status != activities.StatusTimedOut || timeline(rec) != "timed_out,skipped" {
+		t.Fatalf("status %s timeline %s, want timed_out with timed_out,skipped", rec.Status, timeline(rec))
+	}
+	// The step cut off by the timeout ran for about a second: it is charged.
+	if rec.ComputeCostCents < 1 {
+		t.Fatalf("compute cost %d cents for a step that ran 1s, want it charged", rec.ComputeCostCents)
 	}
 	if e := rec.StepTimeline[0]; e.ErrorCode == nil || *e.ErrorCode != "TIMEOUT" || e.CompletedAt == nil {
 		t.Fatalf("interrupted step: %+v", e)
