@@ -15,6 +15,7 @@ import (
 
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/workflows"
 )
 
 // JobVersionResponse is SPEC's job version; Manifest is omitted in lists.
@@ -41,8 +42,10 @@ type JobResponse struct {
 }
 
 // LineDeploymentResponse is SPEC's line deployment. InputParams are the
-// deployment record's: the params of the entry job version the deploy
-// resolved (an unpinned entry job may have newer versions since).
+// deployment record's (manifests.LineInputs): the params of the entry job
+// version the deploy resolved, and every input the line's bindings read, as
+// the jobs they feed declared them then (unpinned jobs may have newer
+// versions since).
 type LineDeploymentResponse struct {
 	ID            string          `json:"id"`
 	VersionNumber int             `json:"version_number"`
@@ -139,13 +142,12 @@ func manifestBody(c *gin.Context) ([]byte, manifests.Format, error) {
 
 // parseJob parses, validates and normalizes a job manifest for a deploy.
 func parseJob(data []byte, f manifests.Format, pathName string) (*manifests.JobManifest, error) {
-	m, err := manifests.ParseJob(data, f)
-	if err != nil {
-		return nil, &ManifestInvalid{Problems: manifests.AsProblems(err)}
+	m, ps := manifests.CheckJob(data, f)
+	// The name is checked whatever else is wrong, when the document gives one.
+	if name := manifests.PeekName(data, f, "job"); name != "" {
+		ps = append(ps, manifests.CheckName("job.name", pathName, name)...)
 	}
-	ps := manifests.ValidateJob(m)
-	ps = append(ps, manifests.CheckName("job.name", pathName, m.Job.Name)...)
-	if len(ps) > 0 {
+	if m == nil || len(ps) > 0 {
 		ps.Sort()
 		return nil, &ManifestInvalid{Problems: ps}
 	}
@@ -180,11 +182,39 @@ func (s *Server) createJobVersion(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.syncJobSchedule(c.Request.Context(), name, v.ID, m.Schedule); err != nil {
+		return err
+	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 	}
 	c.JSON(status, jobVersionResponse(v, true))
+	return nil
+}
+
+// syncJobSchedule keeps a job's Temporal Schedule in step with a deploy: a
+// [schedule] of the deployed version (the job's latest, also on an identical
+// redeploy, which repairs a schedule the engine did not take the first time)
+// is made or updated for that version, paused when disabled; a version
+// without one drops it.
+func (s *Server) syncJobSchedule(ctx context.Context, name, versionID string, sc *manifests.ScheduleSection) error {
+	if s.cfg.Runs == nil {
+		return nil
+	}
+	if sc == nil {
+		if err := s.cfg.Runs.DeleteJobSchedule(ctx, name); err != nil {
+			return httpError(http.StatusBadGateway, CodeBadGateway, "the job was deployed but the workflow engine did not drop its schedule: %v", err)
+		}
+		return nil
+	}
+	js := workflows.JobSchedule{JobName: name, JobVersionID: versionID, Cron: sc.Cron, Timezone: sc.Timezone, Enabled: sc.Enabled == nil || *sc.Enabled}
+	if js.Timezone == "" {
+		js.Timezone = "UTC"
+	}
+	if err := s.cfg.Runs.UpsertJobSchedule(ctx, js); err != nil {
+		return httpError(http.StatusBadGateway, CodeBadGateway, "the job was deployed but the workflow engine did not take its schedule: %v", err)
+	}
 	return nil
 }
 
@@ -288,16 +318,27 @@ func (s *Server) deployLine(c *gin.Context) error {
 	if lookupErr != nil {
 		return lookupErr
 	}
+	// The bindings and the schedule's inputs are checked against the jobs
+	// the stages resolve to now (stages whose job is unknown are skipped:
+	// CheckLineJobs reported them).
+	jobs, jps, err := s.loadStageJobs(ctx, m)
+	if err != nil {
+		return err
+	}
+	ps = append(ps, jps...)
+	ps = append(ps, manifests.CheckLineBindings(m, jobs)...)
+	inputs, ips := manifests.LineInputs(m, jobs)
+	ps = append(ps, ips...)
+	if m.Trigger.Type == manifests.TriggerSchedule {
+		_, sps := manifests.ApplyLineParams(inputs, m.Trigger.Inputs)
+		ps = append(ps, relocate(sps, "params", "trigger.inputs")...)
+	}
 	if len(ps) > 0 {
 		ps.Sort()
 		return &ManifestInvalid{Problems: ps}
 	}
 	manifests.NormalizeLine(m)
-	entry, err := s.entryJob(c, m.Stages[0])
-	if err != nil {
-		return err
-	}
-	params, err := json.Marshal(manifests.LineInputParams(entry))
+	params, err := json.Marshal(manifests.InputDefinitions(inputs))
 	if err != nil {
 		return err
 	}
@@ -384,32 +425,6 @@ func (s *Server) syncTriggerSchedule(ctx context.Context, name string, t manifes
 	}
 	_, err := s.saveSchedule(ctx, sc)
 	return err
-}
-
-// entryJob loads the job version the entry stage resolves to now: the pinned
-// version, else the job's latest.
-func (s *Server) entryJob(c *gin.Context, st manifests.LineStage) (*manifests.JobManifest, error) {
-	ctx := c.Request.Context()
-	var (
-		v   store.JobVersion
-		err error
-	)
-	if st.JobVersionID != "" {
-		v, err = s.store.GetJobVersion(ctx, st.Job, st.JobVersionID)
-	} else {
-		v, err = s.store.LatestJobVersion(ctx, st.Job)
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, &ManifestInvalid{Problems: manifests.Problems{{Path: "stages[0].job", Message: "job " + st.Job + " has no version"}}}
-	}
-	if err != nil {
-		return nil, err
-	}
-	var m manifests.JobManifest
-	if err := json.Unmarshal(v.Manifest, &m); err != nil {
-		return nil, err
-	}
-	return &m, nil
 }
 
 func lineListItem(l store.Line) LineListItem {

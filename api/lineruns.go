@@ -90,18 +90,14 @@ func (s *Server) startLineRun(c *gin.Context) error {
 	if err := json.Unmarshal(v.Manifest, &m); err != nil {
 		return fmt.Errorf("decode line version %s: %w", v.ID, err)
 	}
-	// The run params are checked against the entry job version the run
-	// will use (resolved now), not the deployment's input_params, which go
-	// stale when an unpinned entry job gets a new version.
+	// The run params are checked against the job versions the run will use
+	// (resolved now), not the deployment's input_params, which go stale when
+	// an unpinned job gets a new version.
 	jobs, err := s.resolveStageJobs(ctx, m)
 	if err != nil {
 		return err
 	}
-	var specs map[string]manifests.JobParamSpec
-	if len(m.Stages) > 0 {
-		specs = jobs[m.Stages[0].ID].Manifest.Job.Params
-	}
-	params, ps := manifests.ApplyParams(specs, req.Params)
+	params, ps := lineRunParams(&m, stageManifests(jobs), req.Params)
 	if ps != nil {
 		return problemsInvalid(ps)
 	}
@@ -162,6 +158,12 @@ func (s *Server) dispatchLineRun(ctx context.Context, in workflows.LineRunInput)
 }
 
 func problemsInvalid(ps manifests.Problems) error {
+	return &InvalidInput{Detail: problemDetail(ps)}
+}
+
+// problemDetail turns problems located in a request body into validation
+// details: "params.who" is at ["body", "params", "who"].
+func problemDetail(ps manifests.Problems) []FieldError {
 	detail := make([]FieldError, len(ps))
 	for i, p := range ps {
 		loc := []any{"body"}
@@ -170,7 +172,7 @@ func problemsInvalid(ps manifests.Problems) error {
 		}
 		detail[i] = FieldError{Loc: loc, Msg: p.Message, Type: "value_error"}
 	}
-	return &InvalidInput{Detail: detail}
+	return detail
 }
 
 func (s *Server) listLineRuns(c *gin.Context) error {

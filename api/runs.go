@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,11 @@ type Runs interface {
 	// stops it (no error when there is none).
 	UpsertSchedule(ctx context.Context, sc store.LineSchedule) error
 	DeleteSchedule(ctx context.Context, line string) error
+	// UpsertJobSchedule makes the engine fire a job's [schedule] for the
+	// version that carries it (paused when disabled); DeleteJobSchedule
+	// stops it (no error when there is none).
+	UpsertJobSchedule(ctx context.Context, sc workflows.JobSchedule) error
+	DeleteJobSchedule(ctx context.Context, job string) error
 }
 
 // RunStore is what the run endpoints need of the store.
@@ -208,18 +214,21 @@ func (s *Server) answerStop(c *gin.Context, id string) error {
 // logs are stored under, "<task>/<step>". A bare step name is accepted
 // when exactly one task has a step of that name; several is a 422.
 func resolveLogStep(run store.JobRun, step string) (string, error) {
-	if step == "" || strings.Contains(step, "/") {
+	if step == "" {
 		return step, nil
 	}
 	var matches []string
 	for _, e := range run.StepTimeline {
-		if e.Name == step {
+		if e.Name == step || e.TaskName+"/"+e.Name == step {
 			matches = append(matches, e.TaskName+"/"+e.Name)
 		}
 	}
 	switch len(matches) {
 	case 0:
-		return step, nil // nothing matches: an empty log
+		if len(run.StepTimeline) == 0 {
+			return step, nil // the run has not laid out its steps yet
+		}
+		return "", invalid("value_error", fmt.Sprintf("the run has no step %q (steps are named task/step, or by a bare name when one task has it)", step), "query", "step")
 	case 1:
 		return matches[0], nil
 	}
@@ -243,7 +252,14 @@ func (s *Server) jobRunLogs(c *gin.Context) error {
 	if step, err = resolveLogStep(run, step); err != nil {
 		return err
 	}
-	follow := c.Query("follow") == "true" || c.Query("follow") == "1" || strings.Contains(c.GetHeader("Accept"), "text/event-stream")
+	follow := strings.Contains(c.GetHeader("Accept"), "text/event-stream")
+	if q, ok := c.GetQuery("follow"); ok && q != "" {
+		f, err := strconv.ParseBool(q)
+		if err != nil {
+			return invalid("bool_parsing", "follow must be true or false", "query", "follow")
+		}
+		follow = follow || f
+	}
 	if !follow {
 		var b strings.Builder
 		last := ""

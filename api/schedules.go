@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -60,6 +62,18 @@ func (s *Server) putSchedule(c *gin.Context) error {
 		}
 		sc.Timezone = *req.Timezone
 	}
+	ctx := c.Request.Context()
+	if _, err := s.store.GetLine(ctx, sc.LineName); err != nil {
+		if ferr := f.err(); ferr != nil {
+			return ferr
+		}
+		return err
+	}
+	ps, err := s.scheduleInputProblems(ctx, sc.LineName, req.Inputs)
+	if err != nil {
+		return err
+	}
+	f.detail = append(f.detail, problemDetail(ps)...)
 	if err := f.err(); err != nil {
 		return err
 	}
@@ -70,16 +84,36 @@ func (s *Server) putSchedule(c *gin.Context) error {
 	if sc.Inputs == nil {
 		sc.Inputs = map[string]any{}
 	}
-	ctx := c.Request.Context()
-	if _, err := s.store.GetLine(ctx, sc.LineName); err != nil {
-		return err
-	}
 	out, err := s.saveSchedule(ctx, sc)
 	if err != nil {
 		return err
 	}
 	c.JSON(http.StatusOK, scheduleResponse(out))
 	return nil
+}
+
+// scheduleInputProblems checks a schedule's inputs as a manual start's params
+// (lineRunParams) against the line's latest version, its stages' jobs
+// resolved now; a scheduled run has no other source of params, so required
+// params must be among them. Problems are located at "inputs.<name>".
+func (s *Server) scheduleInputProblems(ctx context.Context, name string, inputs map[string]any) (manifests.Problems, error) {
+	v, err := s.store.LatestLineVersion(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil // no deployment to check against: the firing will say
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m manifests.LineManifest
+	if err := json.Unmarshal(v.Manifest, &m); err != nil {
+		return nil, fmt.Errorf("decode line version %s: %w", v.ID, err)
+	}
+	jobs, _, err := s.loadStageJobs(ctx, &m)
+	if err != nil {
+		return nil, err
+	}
+	_, ps := lineRunParams(&m, jobs, inputs)
+	return relocate(ps, "params", "inputs"), nil
 }
 
 // saveSchedule stores a schedule and has the engine fire it.

@@ -229,7 +229,8 @@ func (s *Store) UpdateLineRun(ctx context.Context, id string, change func(*LineR
 // ---------------------------------------------------------------- schedules
 
 // LineSchedule is the cron schedule of a line. ScheduleGeneration grows by
-// one on every change so stale firings can be told apart.
+// one on every change, deletes and re-creates included, so stale firings can
+// be told apart.
 type LineSchedule struct {
 	LineName           string
 	Cron               string
@@ -240,6 +241,9 @@ type LineSchedule struct {
 	UpdatedAt          time.Time
 }
 
+// lineScheduleModel is a line's schedule row. A deleted schedule stays as a
+// tombstone (Deleted) so that its generation survives a delete and the next
+// schedule of the line continues the count.
 type lineScheduleModel struct {
 	LineName           string `gorm:"primaryKey;size:255"`
 	Cron               string `gorm:"size:255"`
@@ -248,6 +252,7 @@ type lineScheduleModel struct {
 	ScheduleGeneration int64
 	Inputs             JSON[map[string]any]
 	UpdatedAt          time.Time
+	Deleted            bool `gorm:"not null;default:false"`
 }
 
 func (lineScheduleModel) TableName() string { return "line_schedules" }
@@ -262,7 +267,8 @@ func (m lineScheduleModel) domain() LineSchedule {
 }
 
 // UpsertLineSchedule creates or replaces a line's schedule; the generation
-// grows by one on every call that changes it.
+// grows by one on every call that changes it, and a schedule re-created
+// after a delete continues from the deleted one's generation.
 func (s *Store) UpsertLineSchedule(ctx context.Context, sc LineSchedule) (LineSchedule, error) {
 	var out LineSchedule
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -281,7 +287,7 @@ func (s *Store) UpsertLineSchedule(ctx context.Context, sc LineSchedule) (LineSc
 			out = m.domain()
 			return nil
 		}
-		same := cur.Cron == m.Cron && cur.Timezone == m.Timezone && cur.Enabled == m.Enabled && jsonEqual(cur.Inputs, m.Inputs)
+		same := !cur.Deleted && cur.Cron == m.Cron && cur.Timezone == m.Timezone && cur.Enabled == m.Enabled && jsonEqual(cur.Inputs, m.Inputs)
 		if same {
 			out = cur.domain()
 			return nil
@@ -289,7 +295,7 @@ func (s *Store) UpsertLineSchedule(ctx context.Context, sc LineSchedule) (LineSc
 		m.ScheduleGeneration = cur.ScheduleGeneration + 1
 		if err := tx.Model(&lineScheduleModel{}).Where("line_name = ?", sc.LineName).Updates(map[string]any{
 			"cron": m.Cron, "timezone": m.Timezone, "enabled": m.Enabled, "inputs": m.Inputs,
-			"schedule_generation": m.ScheduleGeneration, "updated_at": m.UpdatedAt,
+			"schedule_generation": m.ScheduleGeneration, "updated_at": m.UpdatedAt, "deleted": false,
 		}).Error; err != nil {
 			return err
 		}
@@ -308,15 +314,18 @@ func jsonEqual(a, b JSON[map[string]any]) bool {
 // GetLineSchedule returns a line's schedule.
 func (s *Store) GetLineSchedule(ctx context.Context, line string) (LineSchedule, error) {
 	var m lineScheduleModel
-	if err := s.db.WithContext(ctx).Where("line_name = ?", line).Take(&m).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("line_name = ? AND deleted = ?", line, false).Take(&m).Error; err != nil {
 		return LineSchedule{}, translate(err, fmt.Sprintf("schedule of line %q", line))
 	}
 	return m.domain(), nil
 }
 
-// DeleteLineSchedule removes a line's schedule.
+// DeleteLineSchedule removes a line's schedule. Its row stays as a
+// tombstone carrying the generation, bumped so that any firing of the
+// deleted schedule is stale.
 func (s *Store) DeleteLineSchedule(ctx context.Context, line string) error {
-	res := s.db.WithContext(ctx).Where("line_name = ?", line).Delete(&lineScheduleModel{})
+	res := s.db.WithContext(ctx).Model(&lineScheduleModel{}).Where("line_name = ? AND deleted = ?", line, false).
+		Updates(map[string]any{"deleted": true, "schedule_generation": gorm.Expr("schedule_generation + 1"), "updated_at": s.now()})
 	if res.Error != nil {
 		return translate(res.Error, "delete schedule")
 	}
@@ -329,7 +338,7 @@ func (s *Store) DeleteLineSchedule(ctx context.Context, line string) error {
 // ListLineSchedules lists every schedule.
 func (s *Store) ListLineSchedules(ctx context.Context) ([]LineSchedule, error) {
 	var rows []lineScheduleModel
-	if err := s.db.WithContext(ctx).Order("line_name asc").Find(&rows).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("deleted = ?", false).Order("line_name asc").Find(&rows).Error; err != nil {
 		return nil, translate(err, "list schedules")
 	}
 	out := make([]LineSchedule, len(rows))

@@ -69,7 +69,9 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 		params[k] = v
 	}
 	book := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
+		// Sub-second store writes: a short StartToClose lets an activity lost
+		// with a killed worker be retried within seconds of a restart.
+		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 10},
 	})
 	finish := func(fin activities.FinishRunInput) (JobRunResult, error) {

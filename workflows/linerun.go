@@ -78,7 +78,9 @@ var finalStatus = map[string]bool{activities.StatusSucceeded: true, activities.S
 func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, error) {
 	m := in.Manifest
 	book := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
+		// Sub-second store writes: a short StartToClose lets an activity lost
+		// with a killed worker be retried within seconds of a restart.
+		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 10},
 	})
 	// Bookkeeping that must happen even while the run is being stopped.

@@ -13,6 +13,7 @@ func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(JobRunWorkflow, workflowOptions())
 	r.RegisterWorkflowWithOptions(LineRunWorkflow, workflow.RegisterOptions{Name: LineRunWorkflowName})
 	r.RegisterWorkflowWithOptions(ScheduleFireWorkflow, workflow.RegisterOptions{Name: ScheduleFireWorkflowName})
+	r.RegisterWorkflowWithOptions(JobScheduleFireWorkflow, workflow.RegisterOptions{Name: JobScheduleFireWorkflowName})
 	r.RegisterActivity(acts)
 }
 

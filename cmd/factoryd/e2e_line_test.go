@@ -298,3 +298,76 @@ func TestEndToEndScheduleFires(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// temporalClient dials the daemon's embedded Temporal.
+func temporalClient(t *testing.T, d *daemon) client.Client {
+	t.Helper()
+	var port string
+	for _, kv := range d.env {
+		if v, ok := strings.CutPrefix(kv, "FACTORY_TEMPORAL_PORT="); ok {
+			port = v
+		}
+	}
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + port, Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestEndToEndJobScheduleFires: a job version with [schedule] gets a Temporal
+// Schedule, re-made for each new version; a firing runs the latest version
+// with its params' defaults.
+func TestEndToEndJobScheduleFires(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), nil)
+	job := strings.Replace(greetJob, `name = "greet"`, `name = "tick"`, 1) + "[schedule]\ncron = \"0 3 * * *\"\n"
+	d.deploy("tick", job)
+	v2 := strings.Replace(job, "default = \"world\"", "default = \"cron\"", 1)
+	code, dep := d.call("POST", "/jobs/tick/versions", "application/toml", []byte(v2))
+	if code != 201 {
+		t.Fatalf("deploy v2: %d %v", code, dep)
+	}
+	c := temporalClient(t, d)
+	h := c.ScheduleClient().GetHandle(context.Background(), workflows.JobScheduleID("tick"))
+	desc, err := h.Describe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.Schedule.State.Paused {
+		t.Fatal("the job schedule is paused")
+	}
+	// Fire now instead of waiting for 03:00.
+	if err := h.Trigger(context.Background(), client.ScheduleTriggerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", d.base+"/jobs/tick/runs", nil)
+		req.Header.Set("Authorization", "Bearer "+e2eToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs []map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&runs)
+		resp.Body.Close()
+		if len(runs) == 1 && runs[0]["status"] == "succeeded" {
+			r := runs[0]
+			if r["job_version_id"] != dep["id"] || r["run_params"].(map[string]any)["who"] != "cron" ||
+				r["result_payload"].(map[string]any)["outputs"].(map[string]any)["greeting"] != "hello-cron" {
+				t.Fatalf("scheduled run: %v", r)
+			}
+			break
+		}
+		if len(runs) > 1 || time.Now().After(deadline) {
+			t.Fatalf("scheduled runs: %v", runs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// A version without [schedule] drops the Temporal Schedule.
+	d.deploy("tick", strings.Replace(greetJob, `name = "greet"`, `name = "tick"`, 1))
+	if _, err := h.Describe(context.Background()); err == nil {
+		t.Fatal("the job schedule is still there after a version without [schedule]")
+	}
+}

@@ -79,7 +79,12 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 			logger.Warn("killed processes left by a previous worker", slog.Any("pids", killed))
 		}
 		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates}
-		w := worker.New(c, workflows.TaskQueue, worker.Options{})
+		// A graceful stop drains for a bounded while: bookkeeping activities
+		// (sub-second) and steps about to end finish here instead of being
+		// re-run by the next worker; longer steps are then interrupted (their
+		// context ends with worker.ErrWorkerShutdown) and retried by the next
+		// worker.
+		w := worker.New(c, workflows.TaskQueue, worker.Options{WorkerStopTimeout: workerStopTimeout})
 		workflows.Register(w, acts)
 		if err := w.Start(); err != nil {
 			rt.Close()
@@ -90,6 +95,10 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 	}
 	return rt, nil
 }
+
+// workerStopTimeout bounds how long a graceful stop waits for in-flight
+// activities; it stays under the common 10 s stop grace (docker).
+const workerStopTimeout = 5 * time.Second
 
 // Close stops the worker, the client and the embedded server.
 func (rt *runtime) Close() {
@@ -181,17 +190,37 @@ func busy(addr string) bool {
 // UpsertSchedule creates or updates the Temporal Schedule that fires a
 // line's schedule; each firing carries the generation it was made for.
 func (rt *runtime) UpsertSchedule(ctx context.Context, sc store.LineSchedule) error {
-	id := workflows.LineScheduleID(sc.LineName)
 	spec := client.ScheduleSpec{CronExpressions: []string{sc.Cron}, TimeZoneName: sc.Timezone}
 	action := &client.ScheduleWorkflowAction{ID: "schedulefire/" + sc.LineName, Workflow: workflows.ScheduleFireWorkflowName,
 		Args: []any{workflows.ScheduleFireInput{LineName: sc.LineName, Generation: sc.ScheduleGeneration}}, TaskQueue: workflows.TaskQueue}
+	return rt.upsertTemporalSchedule(ctx, workflows.LineScheduleID(sc.LineName), spec, action, !sc.Enabled)
+}
+
+// UpsertJobSchedule creates or updates the Temporal Schedule that fires a
+// job's [schedule] (paused when disabled); each firing carries the job
+// version it was made for.
+func (rt *runtime) UpsertJobSchedule(ctx context.Context, sc workflows.JobSchedule) error {
+	spec := client.ScheduleSpec{CronExpressions: []string{sc.Cron}, TimeZoneName: sc.Timezone}
+	action := &client.ScheduleWorkflowAction{ID: "jobschedulefire/" + sc.JobName, Workflow: workflows.JobScheduleFireWorkflowName,
+		Args: []any{workflows.JobScheduleFireInput{JobName: sc.JobName, JobVersionID: sc.JobVersionID}}, TaskQueue: workflows.TaskQueue}
+	return rt.upsertTemporalSchedule(ctx, workflows.JobScheduleID(sc.JobName), spec, action, !sc.Enabled)
+}
+
+// DeleteJobSchedule removes a job's Temporal Schedule, if any.
+func (rt *runtime) DeleteJobSchedule(ctx context.Context, job string) error {
+	return rt.deleteTemporalSchedule(ctx, workflows.JobScheduleID(job))
+}
+
+// upsertTemporalSchedule creates the Temporal Schedule id, or replaces the
+// spec, action and paused state of the one there is.
+func (rt *runtime) upsertTemporalSchedule(ctx context.Context, id string, spec client.ScheduleSpec, action *client.ScheduleWorkflowAction, paused bool) error {
 	h := rt.client.ScheduleClient().GetHandle(ctx, id)
 	if _, err := h.Describe(ctx); err != nil {
 		var nf *serviceerror.NotFound
 		if !errors.As(err, &nf) {
 			return err
 		}
-		_, err = rt.client.ScheduleClient().Create(ctx, client.ScheduleOptions{ID: id, Spec: spec, Action: action, Paused: !sc.Enabled})
+		_, err = rt.client.ScheduleClient().Create(ctx, client.ScheduleOptions{ID: id, Spec: spec, Action: action, Paused: paused})
 		return err
 	}
 	return h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
@@ -200,17 +229,22 @@ func (rt *runtime) UpsertSchedule(ctx context.Context, sc store.LineSchedule) er
 		if s.State == nil {
 			s.State = &client.ScheduleState{}
 		}
-		s.State.Paused = !sc.Enabled
+		s.State.Paused = paused
 		return &client.ScheduleUpdate{Schedule: &s}, nil
 	}})
 }
 
-// DeleteSchedule removes a line's Temporal Schedule, if any.
-func (rt *runtime) DeleteSchedule(ctx context.Context, line string) error {
-	err := rt.client.ScheduleClient().GetHandle(ctx, workflows.LineScheduleID(line)).Delete(ctx)
+// deleteTemporalSchedule removes a Temporal Schedule; none is no error.
+func (rt *runtime) deleteTemporalSchedule(ctx context.Context, id string) error {
+	err := rt.client.ScheduleClient().GetHandle(ctx, id).Delete(ctx)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil
 	}
 	return err
+}
+
+// DeleteSchedule removes a line's Temporal Schedule, if any.
+func (rt *runtime) DeleteSchedule(ctx context.Context, line string) error {
+	return rt.deleteTemporalSchedule(ctx, workflows.LineScheduleID(line))
 }
