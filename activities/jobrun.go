@@ -27,6 +27,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/linefactory/linefactory/activities/sandbox"
 	"github.com/linefactory/linefactory/manifests"
@@ -434,6 +435,11 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 	stopHB()
 	if err != nil {
 		if ctx.Err() != nil {
+			if errors.Is(context.Cause(ctx), worker.ErrWorkerShutdown) {
+				// The worker is going away, not the step: the record keeps it
+				// running and Temporal retries it on the next worker.
+				return RunStepResult{}, err
+			}
 			now := a.now()
 			a.updateStep(context.WithoutCancel(ctx), in, func(e *store.StepTimelineEntry) {
 				e.Status, e.CompletedAt = StatusCancelled, &now

@@ -100,14 +100,21 @@ func (a *Activities) FireSchedule(ctx context.Context, in FireScheduleInput) (Fi
 	if err != nil {
 		return FireScheduleResult{}, err
 	}
-	var specs map[string]manifests.JobParamSpec
 	var entry *string
 	if len(m.Stages) > 0 {
-		specs, entry = jobs[m.Stages[0].ID].Manifest.Job.Params, &m.Stages[0].ID
+		entry = &m.Stages[0].ID
 	}
-	params, ps := manifests.ApplyParams(specs, sc.Inputs)
+	// The inputs are checked as a manual start's params are: against the
+	// entry job and every input binding, as the jobs resolve now.
+	manifestsByStage := make(map[string]*manifests.JobManifest, len(jobs))
+	for id, j := range jobs {
+		jm := j.Manifest
+		manifestsByStage[id] = &jm
+	}
+	inputs, _ := manifests.LineInputs(&m, manifestsByStage)
+	params, ps := manifests.ApplyLineParams(inputs, sc.Inputs)
 	if ps != nil {
-		return failed("stage_params_invalid", "the schedule's inputs do not fit the entry job: "+ps.Error(), entry)
+		return failed("stage_params_invalid", "the schedule's inputs do not fit the line's params: "+ps.Error(), entry)
 	}
 	rec.RunParams = params
 	if _, err := a.Definitions.CreateLineRun(ctx, rec); err != nil && !errors.Is(err, store.ErrConflict) {

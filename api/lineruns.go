@@ -120,7 +120,25 @@ func (s *Server) launchLine(ctx context.Context, name string, v store.LineVersio
 	if err != nil {
 		return store.LineRun{}, err
 	}
-	return s.launchLineJobs(ctx, name, v, m, jobs, params, trigger, actor)
+	// A trigger's params are checked as a manual start's are; the event
+	// itself is fine, so params that do not fit are the run's failure (the
+	// line's trigger config or the sender's payload), recorded, not a 422.
+	checked, ps := lineRunParams(&m, stageManifests(jobs), params)
+	if ps != nil {
+		return s.failedLineRun(ctx, name, v, params, trigger, actor, "stage_params_invalid",
+			"the trigger's params do not fit the line's params: "+strings.ReplaceAll(ps.Error(), "\n", "; "))
+	}
+	return s.launchLineJobs(ctx, name, v, m, jobs, checked, trigger, actor)
+}
+
+// failedLineRun records a line run that failed before it could start.
+func (s *Server) failedLineRun(ctx context.Context, name string, v store.LineVersion, params map[string]any,
+	trigger store.TriggerSummary, actor, code, msg string) (store.LineRun, error) {
+	vid, id, now := v.ID, store.NewID("lr_"), time.Now().UTC()
+	return s.store.CreateLineRun(ctx, store.LineRun{ID: id, LineName: name, Status: "failed", LineVersionID: &vid,
+		RunParams: params, Trigger: trigger, TriggeredByActor: map[string]any{"type": "token", "name": actor},
+		WorkflowID: workflows.LineRunWorkflowID(id), StartedAt: &now, CompletedAt: &now, ErrorMessage: &msg,
+		Failure: &store.LineRunFailure{Code: &code, Domain: activities.FailureDomain(code, ""), ErrorMessage: &msg}})
 }
 
 // launchLineJobs is launchLine with the stages' job versions resolved.

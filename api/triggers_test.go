@@ -89,6 +89,18 @@ func TestIntegrationTrigger(t *testing.T) {
 	if run["run_params"].(map[string]any)["who"] != "bob" || run["trigger"].(map[string]any)["provider"] != "code_host" {
 		t.Fatalf("run %v", run)
 	}
+	// Params the event yields that do not fit the line fail that run, and
+	// the engine starts nothing for it.
+	started := len(runs.lines)
+	r = send("code_host", `{"repository":{"full_name":"acme/api"},"sender":{"login":42}}`, "")
+	expect(t, r, http.StatusAccepted)
+	bad := r.list(t)[0]
+	if f, _ := bad["failure"].(map[string]any); bad["status"] != "failed" || f == nil || f["code"] != "stage_params_invalid" || f["domain"] != "config" {
+		t.Fatalf("run with a param that does not fit: %v", bad)
+	}
+	if len(runs.lines) != started {
+		t.Fatalf("the engine started a run whose params do not fit")
+	}
 	// The selector keeps other repositories out; unknown providers are 404.
 	expectError(t, send("code_host", `{"repository":{"full_name":"acme/other"}}`, ""), 404, CodeNotFound)
 	expectError(t, send("mail", event, ""), 404, CodeNotFound)

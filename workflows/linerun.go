@@ -446,8 +446,9 @@ func bindParams(bindings map[string]manifests.ParamBinding, in LineRunInput, st 
 		case manifests.BindInput:
 			v, ok := in.Params[b.Name]
 			if !ok {
-				if _, declared := job.Job.Params[name]; declared && job.Job.Params[name].Default != nil {
-					continue // the job's default applies
+				spec, declared := job.Job.Params[name]
+				if declared && (spec.Default != nil || spec.Required == nil || !*spec.Required) {
+					continue // the job's default applies, or the param stays unset
 				}
 				return nil, fmt.Errorf("param %s: the line run has no param %q", name, b.Name)
 			}

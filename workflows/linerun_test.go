@@ -397,14 +397,21 @@ func TestBindParamsAllKinds(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
 	}
+	yes := true
+	job.Job.Params["r"] = manifests.JobParamSpec{Type: manifests.TypeString, Required: &yes}
 	for name, b := range map[string]manifests.ParamBinding{
 		"missing output": {Type: manifests.BindOutput, Stage: "s1", Name: "zzz"},
 		"stage not run":  {Type: manifests.BindOutput, Stage: "s9", Name: "n"},
 		"missing input":  {Type: manifests.BindInput, Name: "zzz"},
 	} {
-		if _, err := bindParams(map[string]manifests.ParamBinding{"a": b}, in, st, job); err == nil {
+		if _, err := bindParams(map[string]manifests.ParamBinding{"r": b}, in, st, job); err == nil {
 			t.Errorf("%s: bound without error", name)
 		}
+	}
+	// An input the run was not given leaves an optional param unset.
+	got, err = bindParams(map[string]manifests.ParamBinding{"a": {Type: manifests.BindInput, Name: "zzz"}}, in, st, job)
+	if _, set := got["a"]; err != nil || set {
+		t.Fatalf("optional param bound to a missing input: %v, %v", got, err)
 	}
 }
 

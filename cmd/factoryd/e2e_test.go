@@ -265,13 +265,23 @@ func TestEndToEndJobRuns(t *testing.T) {
 	}
 }
 
+// A run survives its daemon being killed (SIGKILL) or stopped (SIGTERM)
+// mid-step: the restarted daemon retries the step and finishes the run. The
+// retry should begin within seconds of the restart (stale Temporal cluster
+// membership once cost a minute); the time is logged, not asserted.
 func TestEndToEndRunSurvivesKill(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) { testRunSurvives(t, sig) })
+	}
+}
+
+func testRunSurvives(t *testing.T, sig syscall.Signal) {
 	dir := t.TempDir()
 	d := startDaemon(t, dir, nil)
-	d.deploy("slow", "[job]\nname = \"slow\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"sleep 6789 & sleep 2; echo 'done=true' >> $SVC_OUTPUT\"]\noutputs = [\"done\"]\n[outputs.done]\ntype = \"boolean\"\n")
+	d.deploy("slow", "[job]\nname = \"slow\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"sleep 6789 & sleep 10; echo 'done=true' >> $SVC_OUTPUT\"]\noutputs = [\"done\"]\n[outputs.done]\ntype = \"boolean\"\n")
 	id := d.start("slow", nil)
 	deadline := time.Now().Add(30 * time.Second)
-	for { // crash while the step runs
+	for { // stop the daemon while the step runs
 		_, m := d.call("GET", "/job-runs/"+id, "", nil)
 		if tl, _ := m["step_timeline"].([]any); len(tl) > 0 && tl[0].(map[string]any)["status"] == "running" && len(processesWith("sleep 6789")) > 0 {
 			break
@@ -282,9 +292,17 @@ func TestEndToEndRunSurvivesKill(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	orphans := processesWith("sleep 6789")
-	d.kill(syscall.SIGKILL)
+	stopAt := time.Now()
+	d.kill(sig)
+	t.Logf("%s: daemon exited after %s", sig, time.Since(stopAt).Round(time.Millisecond))
+	// What a poller would see while the daemon is down: a worker going away
+	// is not a user stop, so the step should still read running.
+	if st := storedStepStatus(t, dir, id); st != "running" {
+		t.Errorf("%s: while the daemon was down the step was recorded %q (want running)", sig, st)
+	}
 
 	d2 := startDaemon(t, dir, d.env)
+	readyAt := time.Now()
 	// The restarted worker killed what the crashed one's step left behind.
 	for _, pid := range orphans {
 		if syscall.Kill(pid, 0) == nil && len(processesWith("sleep 6789")) > 0 {
@@ -294,8 +312,49 @@ func TestEndToEndRunSurvivesKill(t *testing.T) {
 			}
 		}
 	}
+	deadline = time.Now().Add(90 * time.Second)
+	for { // the step's retry starts on the new worker
+		_, m := d2.call("GET", "/job-runs/"+id, "", nil)
+		if tl, _ := m["step_timeline"].([]any); len(tl) > 0 {
+			e := tl[0].(map[string]any)
+			at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(e["started_at"]))
+			if at.After(stopAt) || e["status"] == "succeeded" {
+				t.Logf("%s: the step was retried %s after the restarted daemon was ready", sig, time.Since(readyAt).Round(time.Millisecond))
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the step was not retried after the restart: %v\n%s", m, d2.log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	run := d2.wait(id, 90*time.Second)
 	if run["status"] != "succeeded" || run["result_payload"].(map[string]any)["outputs"].(map[string]any)["done"] != true {
 		t.Fatalf("after restart: %v\n%s", run, d2.log.String())
 	}
+	t.Logf("%s: the run finished %s after the restarted daemon was ready", sig, time.Since(readyAt).Round(time.Millisecond))
+}
+
+// storedStepStatus reads a job run's first step status from the store of a
+// stopped daemon.
+func storedStepStatus(t *testing.T, dataDir, id string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dataDir, "factory.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var doc string
+	if err := db.QueryRow("SELECT doc FROM job_runs WHERE id = ?", id).Scan(&doc); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		StepTimeline []struct {
+			Status string `json:"status"`
+		} `json:"step_timeline"`
+	}
+	if err := json.Unmarshal([]byte(doc), &r); err != nil || len(r.StepTimeline) == 0 {
+		t.Fatalf("stored run %s: %v %s", id, err, doc)
+	}
+	return r.StepTimeline[0].Status
 }

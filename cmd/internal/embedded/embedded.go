@@ -7,12 +7,15 @@
 //   - Everything listens on loopback only. The frontend uses the configured
 //     port; the other services take free ports.
 //   - The database (<data-dir>/temporal.db, WAL, one connection, one history
-//     shard) persists across restarts, so workflows survive them.
+//     shard) persists across restarts, so workflows survive them. Cluster
+//     membership rows do not: they belong to a previous process (see
+//     clearMembership).
 //   - This is the only package that links go.temporal.io/server.
 package embedded
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -103,6 +106,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Namespace = "default"
 	}
 	if cfg.LogLevel == "" {
+		cfg.LogLevel = os.Getenv("FACTORY_TEMPORAL_LOG_LEVEL") // a debugging aid
+	}
+	if cfg.LogLevel == "" {
 		cfg.LogLevel = "error"
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
@@ -149,6 +155,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if err := sqlite.SetupSchema(sqlCfg); err != nil {
 			return nil, fmt.Errorf("embedded temporal: set up schema: %w", err)
 		}
+	}
+	if err := clearMembership(dbPath); err != nil {
+		return nil, fmt.Errorf("embedded temporal: %w", err)
 	}
 	ns, err := sqlite.NewNamespaceConfig("active", cfg.Namespace, false, nil)
 	if err != nil {
@@ -246,6 +255,24 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// clearMembership deletes the cluster membership rows a previous process
+// left in the database. They can only be stale: we hold the data dir's lock.
+// Left in place, every member that heartbeated in the last 20 s is a ringpop
+// seed; joining those dead addresses takes MaxJoinDuration and a retry
+// (measured: ~60 s) during which matching is "Not enough hosts to serve the
+// request", so after a crash or restart nothing ran for a minute.
+func clearMembership(dbPath string) error {
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		return fmt.Errorf("clear stale cluster membership: %w", err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("DELETE FROM cluster_membership"); err != nil {
+		return fmt.Errorf("clear stale cluster membership: %w", err)
+	}
+	return nil
 }
 
 type uiConfig struct{ cfg *uiconfig.Config }
