@@ -2,7 +2,6 @@ package manifests
 
 import (
 	"fmt"
-	"sort"
 )
 
 // ApplyParams checks the params given to a run against a job's param specs and
@@ -63,37 +62,6 @@ func declared(specs map[string]JobParamSpec) string {
 		return "none"
 	}
 	return fmt.Sprint(sortedKeys(specs))
-}
-
-// LineInputParams lists the params a run of a line accepts: the params of the
-// job its entry stage (the first) runs, sorted by name.
-func LineInputParams(entry *JobManifest) []JobParamDefinition {
-	if entry == nil {
-		return []JobParamDefinition{}
-	}
-	defs := make([]JobParamDefinition, 0, len(entry.Job.Params))
-	for name, p := range entry.Job.Params {
-		d := JobParamDefinition{Name: name, Type: p.Type, Required: p.Required != nil && *p.Required, Enum: p.Enum}
-		if p.Items != "" {
-			items := p.Items
-			d.Items = &items
-		}
-		if p.Description != "" {
-			s := p.Description
-			d.Description = &s
-		}
-		if p.Pattern != "" {
-			s := p.Pattern
-			d.Pattern = &s
-		}
-		if p.Prefix != "" {
-			s := p.Prefix
-			d.Prefix = &s
-		}
-		defs = append(defs, d)
-	}
-	sort.Slice(defs, func(i, j int) bool { return defs[i].Name < defs[j].Name })
-	return defs
 }
 
 // ParamSpecs turns input param definitions back into specs, to check the

@@ -26,6 +26,7 @@ import (
 //	TEMPORAL_ADDRESS         --temporal-address  an existing Temporal frontend; unset = embedded server
 //	TEMPORAL_NAMESPACE       --temporal-namespace  Temporal namespace (default)
 //	FACTORY_TEMPORAL_UI_ADDR --temporal-ui-addr  embedded Web UI address (127.0.0.1:8233; "off" disables)
+//	FACTORY_TEMPORAL_LOG_LEVEL --temporal-log-level  embedded Temporal server log level (error)
 //	FACTORY_TEMPORAL_PORT    --temporal-port embedded frontend gRPC port (7233)
 //	FACTORY_INTEGRATION_SECRETS              signing secrets per provider: code_host=s1,chat_tool=s2
 //	FACTORY_CENTS_PER_VCPU_HOUR --cents-per-vcpu-hour  compute rate per sandbox vCPU hour (4)
@@ -41,6 +42,7 @@ type config struct {
 	TemporalAddress   string
 	TemporalNamespace string
 	TemporalUIAddr    string
+	TemporalLogLevel  string
 	TemporalPort      int
 	// IntegrationSecrets are the signing secrets of integration providers.
 	IntegrationSecrets map[string]string
@@ -79,6 +81,7 @@ func loadConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "existing Temporal frontend host:port (TEMPORAL_ADDRESS); empty starts an embedded server")
 	fs.StringVar(&c.TemporalNamespace, "temporal-namespace", env("TEMPORAL_NAMESPACE", "default"), "Temporal namespace (TEMPORAL_NAMESPACE)")
 	fs.StringVar(&c.TemporalUIAddr, "temporal-ui-addr", env("FACTORY_TEMPORAL_UI_ADDR", "127.0.0.1:8233"), "embedded Temporal Web UI address, or off (FACTORY_TEMPORAL_UI_ADDR)")
+	fs.StringVar(&c.TemporalLogLevel, "temporal-log-level", env("FACTORY_TEMPORAL_LOG_LEVEL", "error"), "embedded Temporal server log level: debug, info, warn, error (FACTORY_TEMPORAL_LOG_LEVEL)")
 	fs.StringVar(&port, "temporal-port", env("FACTORY_TEMPORAL_PORT", "7233"), "embedded Temporal frontend port (FACTORY_TEMPORAL_PORT)")
 	fs.StringVar(&vcpuRate, "cents-per-vcpu-hour", env("FACTORY_CENTS_PER_VCPU_HOUR", strconv.FormatFloat(activities.DefaultCostRates.CentsPerVCPUHour, 'f', -1, 64)),
 		"compute rate in cents per sandbox vCPU hour (FACTORY_CENTS_PER_VCPU_HOUR)")

@@ -45,7 +45,7 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 		}
 		srv, err := embedded.Start(ctx, embedded.Config{
 			DataDir: filepath.Join(cfg.DataDir, "temporal"), Namespace: cfg.TemporalNamespace,
-			FrontendPort: port, UIAddr: uiAddr,
+			FrontendPort: port, UIAddr: uiAddr, LogLevel: cfg.TemporalLogLevel,
 		})
 		if err != nil {
 			return nil, err

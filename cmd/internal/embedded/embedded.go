@@ -106,9 +106,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Namespace = "default"
 	}
 	if cfg.LogLevel == "" {
-		cfg.LogLevel = os.Getenv("FACTORY_TEMPORAL_LOG_LEVEL") // a debugging aid
-	}
-	if cfg.LogLevel == "" {
 		cfg.LogLevel = "error"
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
