@@ -42,6 +42,21 @@ const defaultStepTimeout = 24 * time.Hour
 
 var a *activities.Activities
 
+// bookkeeping gives ctx the options of the run-record writes. They run as
+// local activities, inside the workflow task that needs them: a store write
+// takes milliseconds, and a regular activity would add a task round trip
+// through the server for each. Regular activity options are kept on the
+// context for the bookkeeping that is not sub-second (sandbox teardown).
+//
+// The timeouts are short so that a write lost with a killed worker is
+// retried within seconds of a restart (a local activity is re-run with the
+// workflow task; a regular one when its StartToClose expires).
+func bookkeeping(ctx workflow.Context) workflow.Context {
+	retry := &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 10}
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second, RetryPolicy: retry})
+}
+
 // taskOutcome is what running one task produced.
 type taskOutcome struct {
 	failed  bool
@@ -68,20 +83,23 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	for k, v := range in.Params {
 		params[k] = v
 	}
-	book := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		// Sub-second store writes: a short StartToClose lets an activity lost
-		// with a killed worker be retried within seconds of a restart.
-		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 10},
-	})
+	book := bookkeeping(ctx)
 	finish := func(fin activities.FinishRunInput) (JobRunResult, error) {
 		dctx, _ := workflow.NewDisconnectedContext(book)
 		fin.RunID, fin.Manifest = in.RunID, m
 		var res JobRunResult
-		err := workflow.ExecuteActivity(dctx, a.FinishRun, fin).Get(dctx, &res)
+		var fut workflow.Future
+		if t := m.Run.TeardownOnComplete; t != nil && *t && len(fin.Sandboxes) > 0 {
+			// Deleting sandboxes is not sub-second bookkeeping: a regular
+			// activity, so a slow teardown holds no workflow task.
+			fut = workflow.ExecuteActivity(dctx, a.FinishRun, fin)
+		} else {
+			fut = workflow.ExecuteLocalActivity(dctx, a.FinishRun, fin)
+		}
+		err := fut.Get(dctx, &res)
 		return res, err
 	}
-	if err := workflow.ExecuteActivity(book, a.StartRun, activities.StartRunInput{RunID: in.RunID, Manifest: m}).Get(book, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(book, a.StartRun, activities.StartRunInput{RunID: in.RunID, Manifest: m}).Get(book, nil); err != nil {
 		if ctx.Err() != nil { // stopped before it started: the record must not stay queued
 			return finish(activities.FinishRunInput{Status: activities.StatusCancelled, ErrorCode: "CANCELLED",
 				ErrorMessage: "the run was stopped", FailureClass: "user"})

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/linefactory/linefactory/activities"
@@ -77,12 +76,7 @@ var finalStatus = map[string]bool{activities.StatusSucceeded: true, activities.S
 // ends the run cancelled with user_cancelled.
 func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, error) {
 	m := in.Manifest
-	book := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		// Sub-second store writes: a short StartToClose lets an activity lost
-		// with a killed worker be retried within seconds of a restart.
-		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 10},
-	})
+	book := bookkeeping(ctx)
 	// Bookkeeping that must happen even while the run is being stopped.
 	dbook, _ := workflow.NewDisconnectedContext(book)
 	st := in.State
@@ -126,7 +120,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 			f.StageName = &stage
 		}
 		var final store.LineRun
-		err := workflow.ExecuteActivity(dbook, a.FinishLineRun, activities.FinishLineRunInput{RunID: in.RunID, Status: status, Failure: f}).Get(dbook, &final)
+		err := workflow.ExecuteLocalActivity(dbook, a.FinishLineRun, activities.FinishLineRunInput{RunID: in.RunID, Status: status, Failure: f}).Get(dbook, &final)
 		if err == nil {
 			summary = final
 			if final.Failure != nil && final.Status == status {
@@ -145,7 +139,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	}
 	info := workflow.GetInfo(ctx)
 	turn := activities.RecordTurnInput{RunID: in.RunID, WorkflowRunID: info.WorkflowExecution.RunID, State: "visiting " + st.Stage, StartedAt: workflow.Now(ctx), Turn: st.Turn}
-	if err := workflow.ExecuteActivity(dbook, a.RecordTurn, turn).Get(dbook, &summary); err != nil {
+	if err := workflow.ExecuteLocalActivity(dbook, a.RecordTurn, turn).Get(dbook, &summary); err != nil {
 		return fail(err)
 	}
 	if finalStatus[summary.Status] {
@@ -189,7 +183,10 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		var created activities.CreateStageRunResult
 		req := activities.CreateStageRunInput{JobRunID: jobRunID, LineRunID: in.RunID, Stage: stage.ID, JobName: job.JobName, JobVersionID: job.JobVersionID,
 			ParamSpecs: job.Manifest.Job.Params, Params: st.StageParams, Iteration: st.Iterations[stage.ID], Order: st.StageOrder, At: workflow.Now(ctx)}
-		if err := workflow.ExecuteActivity(book, a.CreateStageRun, req).Get(book, &created); err != nil {
+		// Not cut short by a stop: it makes the job run, then records the
+		// visit, and a stop between the two would leave the job run queued
+		// with no visit to close it.
+		if err := workflow.ExecuteLocalActivity(dbook, a.CreateStageRun, req).Get(dbook, &created); err != nil {
 			return fail(err)
 		}
 		if created.Problems != "" {
@@ -198,7 +195,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		summary = created.LineRun
 		visit = visitStage(ctx, st, stage, job, created)
 		// Recorded even when the run is being stopped.
-		if err := workflow.ExecuteActivity(dbook, a.RecordStage, activities.RecordStageInput{RunID: in.RunID, Visit: visit}).Get(dbook, &summary); err != nil {
+		if err := workflow.ExecuteLocalActivity(dbook, a.RecordStage, activities.RecordStageInput{RunID: in.RunID, Visit: visit}).Get(dbook, &summary); err != nil {
 			return fail(err)
 		}
 		st.CostCents = summary.TotalCostCents
@@ -247,7 +244,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		return end(activities.StatusSucceeded, nil)
 	}
 	st.Transitions[next.transition]++
-	if err := workflow.ExecuteActivity(book, a.RecordTransition, activities.RecordTransitionInput{RunID: in.RunID, ID: next.transition,
+	if err := workflow.ExecuteLocalActivity(book, a.RecordTransition, activities.RecordTransitionInput{RunID: in.RunID, ID: next.transition,
 		From: stage.ID, To: next.stage, Iteration: st.Transitions[next.transition], At: workflow.Now(ctx)}).Get(book, &summary); err != nil {
 		return fail(err)
 	}
