@@ -322,6 +322,10 @@ func TestKnowledge(t *testing.T) {
 			})
 		}
 		expectDetail(t, h.do(req{method: "POST", path: "/knowledge", body: `{"identifier":`, scope: ScopeWrite}), "body")
+		// Any run of lowercase letters, digits and hyphens is an identifier.
+		for _, id := range []string{"a--b", "-lead", "trail-", "0"} {
+			expect(t, h.do(req{method: "POST", path: "/knowledge", body: map[string]any{"identifier": id, "type": "prompt", "level": "prompt", "format": "text", "body": "x"}, scope: ScopeWrite}), http.StatusCreated)
+		}
 	})
 }
 

@@ -116,7 +116,12 @@ func manifestBody(c *gin.Context) ([]byte, manifests.Format, error) {
 	var wrapper map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&wrapper); err != nil {
-		return nil, "", bad("the body must be JSON {\"manifest\": {...}} or TOML with Content-Type application/toml: " + err.Error())
+		reason := err.Error()
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			reason = "got a JSON " + te.Value + ", not an object" // no Go type names
+		}
+		return nil, "", bad("the body must be JSON {\"manifest\": {...}} or TOML with Content-Type application/toml: " + reason)
 	}
 	if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
 		return nil, "", bad(fmt.Sprintf("unexpected data after the JSON body (at byte %d)", len(data)-len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n"))))

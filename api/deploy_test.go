@@ -195,6 +195,7 @@ func TestDeployBodyErrors(t *testing.T) {
 			{"blank body", " \n", "", "the request body is empty"},
 			{"toml as text/plain", hello, "text/plain", `Content-Type "text/plain"`},
 			{"json as form", valid[:20], "application/x-www-form-urlencoded", "must be JSON"},
+			{"a JSON array", "[]", "", "got a JSON array, not an object"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				m := expectError(t, h.do(req{method: "POST", path: "/jobs/x/versions", body: tc.body, contentType: tc.ct, scope: ScopeWrite}), 422, CodeValidation)

@@ -21,7 +21,7 @@ const (
 )
 
 var (
-	identifierRE    = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+	identifierRE    = regexp.MustCompile(`^[a-z0-9-]+$`)
 	knowledgeTypes  = []string{"episodic", "procedural", "declarative", "prompt", "image", "video", "audio"}
 	knowledgeLinkTs = []string{"repository", "tag"}
 )

@@ -112,7 +112,7 @@ func jsonInvalid(err error, data []byte, dst reflect.Type) *InvalidInput {
 				loc = append(loc, p)
 			}
 		}
-		return &InvalidInput{Detail: []FieldError{{Loc: loc, Msg: fmt.Sprintf("expected %s, got %s", te.Type, te.Value), Type: "type_error"}}}
+		return &InvalidInput{Detail: []FieldError{{Loc: loc, Msg: fmt.Sprintf("expected %s, got %s", kindName(te.Type), te.Value), Type: "type_error"}}}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return invalid("extra_forbidden", "unknown field", "body", field)
@@ -276,4 +276,28 @@ func (f *fieldCheck) err() error {
 		return nil
 	}
 	return &InvalidInput{Detail: f.detail}
+}
+
+// kindName names what a JSON value of Go type t looks like to a client
+// (never the Go type itself).
+func kindName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another type"
 }

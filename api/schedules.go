@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -118,6 +119,7 @@ func (s *Server) scheduleInputProblems(ctx context.Context, name string, inputs 
 
 // saveSchedule stores a schedule and has the engine fire it.
 func (s *Server) saveSchedule(ctx context.Context, sc store.LineSchedule) (store.LineSchedule, error) {
+	defer s.schedules.lock(sc.LineName)()
 	out, err := s.store.UpsertLineSchedule(ctx, sc)
 	if err != nil {
 		return out, err
@@ -140,6 +142,7 @@ func (s *Server) getSchedule(c *gin.Context) error {
 }
 
 func (s *Server) deleteSchedule(c *gin.Context) error {
+	defer s.schedules.lock(c.Param("name"))()
 	if err := s.store.DeleteLineSchedule(c.Request.Context(), c.Param("name")); err != nil {
 		return err
 	}
@@ -215,4 +218,15 @@ func (s *Server) deleteToken(c *gin.Context) error {
 	}
 	c.Status(http.StatusNoContent)
 	return nil
+}
+
+// keyedMutex is a set of mutexes by key.
+type keyedMutex struct{ m sync.Map }
+
+// lock locks key's mutex and returns its unlock.
+func (k *keyedMutex) lock(key string) func() {
+	v, _ := k.m.LoadOrStore(key, &sync.Mutex{})
+	mu := v.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }

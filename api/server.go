@@ -88,6 +88,9 @@ type Server struct {
 	routes  []Route
 	doc     openapiCache
 	drain   drain
+	// schedules serializes, per line, storing a schedule and handing it to
+	// the engine, so the engine always ends with the newest generation.
+	schedules keyedMutex
 }
 
 // Route is one registered endpoint and the scope it needs ("" = public).

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/linefactory/linefactory/activities"
@@ -221,7 +222,11 @@ func (rt *runtime) upsertTemporalSchedule(ctx context.Context, id string, spec c
 			return err
 		}
 		_, err = rt.client.ScheduleClient().Create(ctx, client.ScheduleOptions{ID: id, Spec: spec, Action: action, Paused: paused})
-		return err
+		var exists *serviceerror.AlreadyExists
+		if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) && !errors.As(err, &exists) {
+			return err
+		}
+		// Made meanwhile by another process: update it instead.
 	}
 	return h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 		s := in.Description.Schedule
