@@ -113,22 +113,37 @@ func (s *Server) startLineRun(c *gin.Context) error {
 	return nil
 }
 
-// launchLine records a new line run of version v and starts its manager.
+// launchLine records a new trigger-started line run of version v and starts
+// its manager. The event itself is fine, so a run that cannot start (params
+// that do not fit, a stage job missing or unsupported, the engine refusing
+// it) is recorded as a failed run and returned without an error: the
+// delivery's other runs stand and a retry of it is a repeat. The error is
+// store.ErrConflict when the delivery already started a run of this line;
+// then nothing was dispatched.
 func (s *Server) launchLine(ctx context.Context, name string, v store.LineVersion, m manifests.LineManifest, params map[string]any,
 	trigger store.TriggerSummary, actor string) (store.LineRun, error) {
-	jobs, err := s.resolveStageJobs(ctx, m)
+	if s.cfg.Runs == nil {
+		return store.LineRun{}, errNoEngine()
+	}
+	jobs, err := activities.ResolveStageJobs(ctx, s.store, m)
+	if errors.Is(err, activities.ErrStageJobMissing) || errors.Is(err, activities.ErrStageJobUnsupported) {
+		return s.failedLineRun(ctx, name, v, params, trigger, actor, "dispatch_failed", "the line run could not be dispatched: "+err.Error())
+	}
 	if err != nil {
 		return store.LineRun{}, err
 	}
-	// A trigger's params are checked as a manual start's are; the event
-	// itself is fine, so params that do not fit are the run's failure (the
-	// line's trigger config or the sender's payload), recorded, not a 422.
+	// The line's trigger config or the sender's payload is at fault when the
+	// params do not fit: the run's failure, as for a manual start's 422.
 	checked, ps := lineRunParams(&m, stageManifests(jobs), params)
 	if ps != nil {
 		return s.failedLineRun(ctx, name, v, params, trigger, actor, "stage_params_invalid",
 			"the trigger's params do not fit the line's params: "+strings.ReplaceAll(ps.Error(), "\n", "; "))
 	}
-	return s.launchLineJobs(ctx, name, v, m, jobs, checked, trigger, actor)
+	run, err := s.launchLineJobs(ctx, name, v, m, jobs, checked, trigger, actor)
+	if errors.Is(err, errNotDispatched) {
+		return run, nil
+	}
+	return run, err
 }
 
 // failedLineRun records a line run that failed before it could start.
@@ -137,15 +152,25 @@ func (s *Server) failedLineRun(ctx context.Context, name string, v store.LineVer
 	vid, id, now := v.ID, store.NewID("lr_"), time.Now().UTC()
 	return s.store.CreateLineRun(ctx, store.LineRun{ID: id, LineName: name, Status: "failed", LineVersionID: &vid,
 		RunParams: params, Trigger: trigger, TriggeredByActor: map[string]any{"type": "token", "name": actor},
-		WorkflowID: workflows.LineRunWorkflowID(id), StartedAt: &now, CompletedAt: &now, ErrorMessage: &msg,
+		WorkflowID: workflows.LineRunWorkflowID(id), CreatedAt: now, StartedAt: &now, CompletedAt: &now, ErrorMessage: &msg,
 		Failure: &store.LineRunFailure{Code: &code, Domain: activities.FailureDomain(code, ""), ErrorMessage: &msg}})
 }
 
-// launchLineJobs is launchLine with the stages' job versions resolved.
+// errNotDispatched marks launchLineJobs' error when the run was recorded but
+// the engine did not take it; the run it returns is then the failed one.
+var errNotDispatched = errors.New("line run not dispatched")
+
+func errNoEngine() error {
+	return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
+}
+
+// launchLineJobs is launchLine with the stages' job versions resolved. The
+// run is recorded before it is dispatched, so a record the store refuses
+// (store.ErrConflict) never reaches the engine.
 func (s *Server) launchLineJobs(ctx context.Context, name string, v store.LineVersion, m manifests.LineManifest, jobs map[string]workflows.StageJob,
 	params map[string]any, trigger store.TriggerSummary, actor string) (store.LineRun, error) {
 	if s.cfg.Runs == nil {
-		return store.LineRun{}, httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
+		return store.LineRun{}, errNoEngine()
 	}
 	vid := v.ID
 	id := store.NewID("lr_")
@@ -156,7 +181,15 @@ func (s *Server) launchLineJobs(ctx context.Context, name string, v store.LineVe
 		return store.LineRun{}, err
 	}
 	in := workflows.LineRunInput{RunID: id, LineName: name, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: params, Trigger: trigger.Payload}
-	return run, s.dispatchLineRun(ctx, in)
+	if err := s.dispatchLineRun(ctx, in); err != nil {
+		// dispatchLineRun recorded the failure; answer with the run as stored.
+		failed, gerr := s.store.GetLineRun(context.WithoutCancel(ctx), id)
+		if gerr != nil || failed.Status != "failed" {
+			return run, err
+		}
+		return failed, fmt.Errorf("%w: %w", errNotDispatched, err)
+	}
+	return run, nil
 }
 
 // dispatchLineRun starts the manager workflow, or marks the run failed with

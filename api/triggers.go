@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -113,10 +114,14 @@ func (s *Server) webhook(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if prior, err := s.store.FindLineRunsByDelivery(ctx, "webhook", delivery); err != nil {
+	// A delivery id is scoped to its path: the same id sent to another
+	// path is another delivery.
+	d := delivered{source: "webhook", id: delivery, scope: func(r store.LineRun) bool {
+		p, _ := r.Trigger.Payload["path"].(string)
+		return p == path
+	}}
+	if repeated, err := s.answerRepeat(c, d); err != nil || repeated {
 		return err
-	} else if len(prior) > 0 {
-		return s.answerStarted(c, http.StatusOK, prior)
 	}
 	lines, err := s.currentLines(ctx)
 	if err != nil {
@@ -124,21 +129,80 @@ func (s *Server) webhook(c *gin.Context) error {
 	}
 	event := strings.TrimSpace(c.GetHeader("X-Event-Name"))
 	envelope := map[string]any{"source": "webhook", "path": path, "delivery_id": delivery, "event_name": nilIfEmpty(event), "body": body}
-	var started []store.LineRun
+	trig := store.TriggerSummary{Source: "webhook", DeliveryID: &delivery, EventName: strPtrOrNil(event), Payload: envelope}
+	var launches []lineLaunch
 	for _, l := range lines {
 		t := l.manifest.Trigger
-		if t.Type != manifests.TriggerWebhook || strings.Trim(t.Path, "/") != path {
-			continue
+		if t.Type == manifests.TriggerWebhook && strings.Trim(t.Path, "/") == path {
+			launches = append(launches, lineLaunch{line: l, params: map[string]any{}})
 		}
-		trig := store.TriggerSummary{Source: "webhook", DeliveryID: &delivery, EventName: strPtrOrNil(event), Payload: envelope}
-		run, err := s.launchLine(ctx, l.name, l.version, l.manifest, map[string]any{}, trig, c.GetString(actorKey))
+	}
+	if len(launches) == 0 {
+		return httpError(http.StatusNotFound, CodeNotFound, "no line listens on webhook path %q", path)
+	}
+	return s.startDelivery(c, d, trig, launches)
+}
+
+// delivered names a trigger delivery: its source, its id, and which of the
+// runs recorded under that id belong to it (webhooks by path, integration
+// events by provider).
+type delivered struct {
+	source, id string
+	scope      func(store.LineRun) bool
+}
+
+// lineLaunch is one line a delivery starts, with the run params it gets.
+type lineLaunch struct {
+	line   deployedLine
+	params map[string]any
+}
+
+// priorRuns returns the runs the delivery started before.
+func (s *Server) priorRuns(ctx context.Context, d delivered) ([]store.LineRun, error) {
+	all, err := s.store.FindLineRunsByDelivery(ctx, d.source, d.id)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.LineRun
+	for _, r := range all {
+		if d.scope(r) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// answerRepeat answers 200 with the runs of a delivery seen before, and
+// tells whether it did.
+func (s *Server) answerRepeat(c *gin.Context, d delivered) (bool, error) {
+	prior, err := s.priorRuns(c.Request.Context(), d)
+	if err != nil || len(prior) == 0 {
+		return false, err
+	}
+	return true, s.answerStarted(c, http.StatusOK, prior)
+}
+
+// startDelivery starts a run of every line of launches and answers 202 with
+// them; runs that could not start are recorded failed and answered too. The
+// store admits one run per line and delivery, so when a concurrent delivery
+// of the same id got there first, this one stops (its losing run never
+// reaches the engine) and answers 200 with that delivery's runs.
+func (s *Server) startDelivery(c *gin.Context, d delivered, trig store.TriggerSummary, launches []lineLaunch) error {
+	ctx := c.Request.Context()
+	started := make([]store.LineRun, 0, len(launches))
+	for _, l := range launches {
+		run, err := s.launchLine(ctx, l.line.name, l.line.version, l.line.manifest, l.params, trig, c.GetString(actorKey))
+		if errors.Is(err, store.ErrConflict) {
+			prior, perr := s.priorRuns(ctx, d)
+			if perr != nil {
+				return perr
+			}
+			return s.answerStarted(c, http.StatusOK, prior)
+		}
 		if err != nil {
 			return err
 		}
 		started = append(started, run)
-	}
-	if len(started) == 0 {
-		return httpError(http.StatusNotFound, CodeNotFound, "no line listens on webhook path %q", path)
 	}
 	return s.answerStarted(c, http.StatusAccepted, started)
 }
@@ -181,10 +245,12 @@ func (s *Server) integrationEvent(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if prior, err := s.store.FindLineRunsByDelivery(ctx, "integration", delivery); err != nil {
+	// A delivery id is scoped to its provider.
+	d := delivered{source: "integration", id: delivery, scope: func(r store.LineRun) bool {
+		return r.Trigger.Provider != nil && *r.Trigger.Provider == provider
+	}}
+	if repeated, err := s.answerRepeat(c, d); err != nil || repeated {
 		return err
-	} else if len(prior) > 0 {
-		return s.answerStarted(c, http.StatusOK, prior)
 	}
 	event := strings.TrimSpace(c.GetHeader("X-Event-Name"))
 	envelope := map[string]any{"source": "integration", "provider": provider, "delivery_id": delivery, "event_name": nilIfEmpty(event), "body": body}
@@ -192,7 +258,8 @@ func (s *Server) integrationEvent(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	var started []store.LineRun
+	trig := store.TriggerSummary{Source: "integration", Provider: &provider, DeliveryID: &delivery, EventName: strPtrOrNil(event), Payload: envelope}
+	var launches []lineLaunch
 	for _, l := range lines {
 		t := l.manifest.Trigger
 		if t.Type != manifests.TriggerIntegration || t.Provider != provider || !selectorMatches(provider, t.Selector, body) {
@@ -211,17 +278,12 @@ func (s *Server) integrationEvent(c *gin.Context) error {
 				params[name] = v
 			}
 		}
-		trig := store.TriggerSummary{Source: "integration", Provider: &provider, DeliveryID: &delivery, EventName: strPtrOrNil(event), Payload: envelope}
-		run, err := s.launchLine(ctx, l.name, l.version, l.manifest, params, trig, c.GetString(actorKey))
-		if err != nil {
-			return err
-		}
-		started = append(started, run)
+		launches = append(launches, lineLaunch{line: l, params: params})
 	}
-	if len(started) == 0 {
+	if len(launches) == 0 {
 		return httpError(http.StatusNotFound, CodeNotFound, "no line's %s trigger matches this event", provider)
 	}
-	return s.answerStarted(c, http.StatusAccepted, started)
+	return s.startDelivery(c, d, trig, launches)
 }
 
 func sortedMapKeys[V any](m map[string]V) []string {

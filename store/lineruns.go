@@ -141,12 +141,44 @@ func normalizeLineRun(r *LineRun) {
 	}
 }
 
+// lineRunRow is the row of a line run. A retry carries the trigger of the
+// run it retries but was not started by that delivery, so its row has no
+// delivery id: the delivery's unique index and FindLineRunsByDelivery see
+// only the runs a delivery itself started.
 func lineRunRow(r LineRun) lineRunModel {
+	delivery := deref(r.Trigger.DeliveryID)
+	if r.RetryOf != nil {
+		delivery = ""
+	}
 	return lineRunModel{ID: r.ID, LineName: r.LineName, Status: r.Status, TriggerSource: r.Trigger.Source,
-		DeliveryID: deref(r.Trigger.DeliveryID), CreatedAt: r.CreatedAt, Doc: JSON[LineRun]{r}}
+		DeliveryID: delivery, CreatedAt: r.CreatedAt, Doc: JSON[LineRun]{r}}
+}
+
+// migrateLineRuns makes a delivery start at most one run per line: a unique
+// index over (trigger_source, line_name, delivery_id) for the runs a
+// delivery started (manual runs and retries have no delivery id). Duplicates
+// recorded before the index existed keep their doc but lose the delivery id
+// of all but the earliest, so the index can be built.
+func (s *Store) migrateLineRuns(ctx context.Context) error {
+	db := s.db.WithContext(ctx)
+	err := db.Exec(`UPDATE line_runs SET delivery_id = '' WHERE delivery_id <> '' AND EXISTS (
+		SELECT 1 FROM line_runs o WHERE o.trigger_source = line_runs.trigger_source AND o.line_name = line_runs.line_name
+		AND o.delivery_id = line_runs.delivery_id
+		AND (o.created_at < line_runs.created_at OR (o.created_at = line_runs.created_at AND o.id < line_runs.id)))`).Error
+	if err != nil {
+		return fmt.Errorf("clear duplicate line run deliveries: %w", err)
+	}
+	err = db.Exec(`CREATE UNIQUE INDEX IF NOT EXISTS idx_line_runs_line_delivery
+		ON line_runs (trigger_source, line_name, delivery_id) WHERE delivery_id <> ''`).Error
+	if err != nil {
+		return fmt.Errorf("create line run delivery index: %w", err)
+	}
+	return nil
 }
 
 // CreateLineRun stores a new line run; ID and CreatedAt are set when empty.
+// ErrConflict if the id is taken, or if the run's trigger delivery already
+// started a run of the same line (a repeated delivery).
 func (s *Store) CreateLineRun(ctx context.Context, r LineRun) (LineRun, error) {
 	if r.ID == "" {
 		r.ID = NewID("lr_")

@@ -152,6 +152,9 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("migrate store: %w", err)
 		}
 	}
+	if err := s.migrateLineRuns(ctx); err != nil {
+		return fmt.Errorf("migrate store: %w", err)
+	}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/store/storetest"
@@ -281,6 +282,55 @@ func TestLineRunsAndSchedules(t *testing.T) {
 		}
 		if _, err := s.GetLineSchedule(ctx, "flow"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("deleted schedule: %v", err)
+		}
+	})
+}
+
+func TestLineRunDeliveryIsUnique(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		d := "d-unique"
+		run := func(line string) store.LineRun {
+			return store.LineRun{LineName: line, Status: "queued", Trigger: store.TriggerSummary{Source: "webhook", DeliveryID: &d}}
+		}
+		if _, err := s.CreateLineRun(ctx, run("a")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateLineRun(ctx, run("a")); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("second run of line a for one delivery: got %v, want ErrConflict", err)
+		}
+		if _, err := s.CreateLineRun(ctx, run("b")); err != nil {
+			t.Fatalf("another line, same delivery: %v", err)
+		}
+		other := run("a")
+		other.Trigger.Source = "integration"
+		if _, err := s.CreateLineRun(ctx, other); err != nil {
+			t.Fatalf("another source, same delivery: %v", err)
+		}
+		// A retry carries the delivery's trigger but was not started by it.
+		retry := run("a")
+		prev := "lr_prev"
+		retry.RetryOf = &prev
+		if _, err := s.CreateLineRun(ctx, retry); err != nil {
+			t.Fatalf("retry of a delivered run: %v", err)
+		}
+		for i := 0; i < 2; i++ {
+			if _, err := s.CreateLineRun(ctx, store.LineRun{LineName: "a", Status: "queued", Trigger: store.TriggerSummary{Source: "manual"}}); err != nil {
+				t.Fatalf("manual run %d: %v", i, err)
+			}
+		}
+		found, err := s.FindLineRunsByDelivery(ctx, "webhook", d)
+		if err != nil || len(found) != 2 {
+			t.Fatalf("runs of the delivery: %d %v, want a and b", len(found), err)
+		}
+		// A CreatedAt the caller sets is kept.
+		at := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+		r, err := s.CreateLineRun(ctx, store.LineRun{LineName: "c", Status: "failed", CreatedAt: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetLineRun(ctx, r.ID)
+		if err != nil || !got.CreatedAt.Equal(at) {
+			t.Fatalf("created_at %v %v, want %v", got.CreatedAt, err, at)
 		}
 	})
 }
