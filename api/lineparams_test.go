@@ -242,3 +242,66 @@ func TestScheduleInputsValidated(t *testing.T) {
 		expect(t, h.deployLineBody(t, "y", bindingLine("y", params, trigger(map[string]any{"lvl": 3}))), http.StatusCreated)
 	})
 }
+
+// needsJob has a required param req no line binds in TestLineFillByNameInputs.
+const needsJob = `[job]
+name = "needs"
+
+[job.params.req]
+type = "string"
+required = true
+description = "Filled by name."
+
+[[run.tasks]]
+name = "t"
+[[run.tasks.steps]]
+exec = ["sh", "-c", "echo {{req}}"]
+`
+
+// TestLineFillByNameInputs: a later stage's job param no transition into
+// it binds is filled from the run param of that name, so it is an (optional)
+// input of the line, given at the start like the entry job's params.
+func TestLineFillByNameInputs(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		runs := &fakeRuns{}
+		h.srv.cfg.Runs = runs
+		h.deployExampleJob("hello")
+		h.deployJobTOML(t, "needs", needsJob)
+		r := h.deployLineBody(t, "x", map[string]any{"manifest": map[string]any{
+			"line":    map[string]any{"name": "x"},
+			"trigger": map[string]any{"type": "manual"},
+			"stages":  []any{map[string]any{"id": "a", "job": "hello"}, map[string]any{"id": "b", "job": "needs"}},
+			"transitions": []any{map[string]any{"type": "conditional", "id": "a-b", "from": "a", "to": "b",
+				"when": map[string]any{"op": "always"}}},
+		}})
+		expect(t, r, http.StatusCreated)
+		var dep struct {
+			InputParams []map[string]any `json:"input_params"`
+		}
+		if err := json.Unmarshal(r.Body, &dep); err != nil {
+			t.Fatal(err)
+		}
+		var def map[string]any
+		for _, p := range dep.InputParams {
+			if p["name"] == "req" {
+				def = p
+			}
+		}
+		if def == nil || def["type"] != "string" || def["required"] != false || def["description"] != "Filled by name." {
+			t.Fatalf("input_params %s: want req (string, optional, b's description)", r.Body)
+		}
+
+		start := func(params map[string]any) response {
+			return h.do(req{method: "POST", path: "/factory/lines/x/runs", body: map[string]any{"params": params}, scope: ScopeWrite})
+		}
+		r = start(map[string]any{"req": "x"})
+		expect(t, r, http.StatusCreated)
+		if got := runs.lines[len(runs.lines)-1].Params["req"]; got != "x" {
+			t.Errorf("run params %v, want req = x", runs.lines[len(runs.lines)-1].Params)
+		}
+		if rp, _ := r.json(t)["run_params"].(map[string]any); rp["req"] != "x" {
+			t.Errorf("response %s: want run_params.req = x", r.Body)
+		}
+		expectDetail(t, start(map[string]any{"req": 3}), "body", "params", "req")
+	})
+}

@@ -2,16 +2,17 @@ package manifests
 
 import (
 	"fmt"
-	"strings"
 )
 
 // A line run's params are its inputs: the params of the entry stage's job,
-// and every name an `input` binding (of a conditional transition or of an
-// agentic option) reads. The functions here derive that set from a line and
-// the job manifests its stages resolve to, check the bindings against the
-// jobs they feed, and check the params given to a run. They are pure: the
-// caller resolves the stages' jobs (keyed by stage id; a stage whose job is
-// unknown is absent or nil and its bindings are not checked).
+// every name an `input` binding (of a conditional transition or of an
+// agentic option) reads, and the params of later stages' jobs that the run
+// fills by name (a job param a transition into its stage does not bind takes
+// the run param of the same name). The functions here derive that set from a
+// line and the job manifests its stages resolve to, check the bindings
+// against the jobs they feed, and check the params given to a run. They are
+// pure: the caller resolves the stages' jobs (keyed by stage id; a stage
+// whose job is unknown is absent or nil and its bindings are not checked).
 
 // LineInput is one param a line run accepts.
 type LineInput struct {
@@ -20,16 +21,22 @@ type LineInput struct {
 	// Entry is the entry job's spec of the param, nil when only bindings
 	// name it.
 	Entry *JobParamSpec
-	// Bound are the specs of the job params the input bindings naming this
-	// input feed, in manifest order.
+	// Bound are the specs of the job params this input feeds: those the
+	// input bindings naming it feed, in manifest order, then the later
+	// stages' params it fills by name, in stage order.
 	Bound []BoundParam
 }
 
-// BoundParam is the job param an input binding feeds.
+// BoundParam is a job param a line input feeds.
 type BoundParam struct {
-	Path  string // the binding's location, e.g. transitions[1].params.mode
-	Stage string // the stage whose job declares the param
-	Spec  JobParamSpec
+	// Path locates what feeds the param: the binding, e.g.
+	// transitions[1].params.mode, or, for a param filled by name, the
+	// stage's job, e.g. stages[2].job.
+	Path   string
+	Stage  string // the stage whose job declares the param
+	Param  string // the job param
+	ByName bool   // filled from the run param of the same name, not bound
+	Spec   JobParamSpec
 }
 
 // lineBinding is one param binding of a line, located.
@@ -73,10 +80,21 @@ func lineBindings(m *LineManifest) []lineBinding {
 // rather be told at the start. An input that only feeds optional params is
 // optional; left out, the job param keeps its default.
 //
+// A later (non-entry) stage's job param that some transition into the stage
+// (a conditional transition, or an agentic option whose `to` is the stage)
+// does not bind is filled from the run param of the same name, so that name
+// is an input too. Named by no binding nor the entry job, it takes the job
+// param's definition (of the first such stage) and is optional, even when
+// the job param is required: nothing in the line asks the run for it (unlike
+// an input binding, which the author wrote), the stage may never be reached,
+// and requiring it would make every run of a line with a rarely taken branch
+// supply it. A stage no transition leads to never runs and adds no inputs.
+//
 // Bindings that feed params of conflicting types (type, or item type of an
 // array) with one input, or an entry job param of another type, are problems
-// located at the binding's name. Bindings whose target param is not declared
-// are left to CheckLineBindings.
+// located at the binding's name; a param filled by name that conflicts so is
+// a problem located at its stage's job (stages[i].job). Bindings whose
+// target param is not declared are left to CheckLineBindings.
 func LineInputs(m *LineManifest, jobs map[string]*JobManifest) ([]LineInput, Problems) {
 	byName := map[string]*LineInput{}
 	var entryStage string
@@ -115,7 +133,35 @@ func LineInputs(m *LineManifest, jobs map[string]*JobManifest) ([]LineInput, Pro
 			v.add(lb.path+".name", "input %q feeds a param of type %s here but one of type %s at %s",
 				lb.b.Name, specTypeName(spec), specTypeName(in.Bound[0].Spec), in.Bound[0].Path)
 		}
-		in.Bound = append(in.Bound, BoundParam{Path: lb.path, Stage: lb.to, Spec: spec})
+		in.Bound = append(in.Bound, BoundParam{Path: lb.path, Stage: lb.to, Param: lb.param, Spec: spec})
+	}
+	into := incoming(m)
+	for i, st := range m.Stages {
+		job := jobs[st.ID]
+		if i == 0 || job == nil {
+			continue
+		}
+		for _, name := range sortedKeys(job.Job.Params) {
+			if !unboundInto(into[st.ID], name) {
+				continue
+			}
+			spec := job.Job.Params[name]
+			p := at("stages", i) + ".job"
+			in := byName[name]
+			if in == nil {
+				in = &LineInput{}
+				byName[name] = in
+			}
+			switch {
+			case in.Entry != nil && !sameType(*in.Entry, spec):
+				v.add(p, "job %q of stage %s takes param %q of type %s from the run param of that name, which the entry job (stage %s) declares %s; bind %q in every transition into %s",
+					st.Job, st.ID, name, specTypeName(spec), entryStage, specTypeName(*in.Entry), name, st.ID)
+			case in.Entry == nil && len(in.Bound) > 0 && !sameType(in.Bound[0].Spec, spec):
+				v.add(p, "job %q of stage %s takes param %q of type %s from the run param of that name, which feeds a param of type %s at %s; bind %q in every transition into %s",
+					st.Job, st.ID, name, specTypeName(spec), specTypeName(in.Bound[0].Spec), in.Bound[0].Path, name, st.ID)
+			}
+			in.Bound = append(in.Bound, BoundParam{Path: p, Stage: st.ID, Param: name, ByName: true, Spec: spec})
+		}
 	}
 	out := make([]LineInput, 0, len(byName))
 	for _, name := range sortedKeys(byName) {
@@ -125,13 +171,41 @@ func LineInputs(m *LineManifest, jobs map[string]*JobManifest) ([]LineInput, Pro
 		} else {
 			required := false
 			for _, b := range in.Bound {
-				required = required || isRequired(b.Spec)
+				required = required || !b.ByName && isRequired(b.Spec)
 			}
 			in.Definition = definition(name, in.Bound[0].Spec, required)
 		}
 		out = append(out, *in)
 	}
 	return out, v.result()
+}
+
+// incoming returns, by stage, the bindings of each transition (or agentic
+// option) into it.
+func incoming(m *LineManifest) map[string][]map[string]ParamBinding {
+	into := map[string][]map[string]ParamBinding{}
+	for _, t := range m.Transitions {
+		switch t.Type {
+		case TransitionConditional:
+			into[t.To] = append(into[t.To], t.Params)
+		case TransitionAgentic:
+			for _, o := range t.Options {
+				into[o.To] = append(into[o.To], o.Params)
+			}
+		}
+	}
+	return into
+}
+
+// unboundInto tells whether some transition, of those whose bindings are
+// given, leaves param unbound.
+func unboundInto(transitions []map[string]ParamBinding, param string) bool {
+	for _, bs := range transitions {
+		if _, ok := bs[param]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // InputDefinitions returns the definitions of inputs (a deployment's
@@ -146,9 +220,10 @@ func InputDefinitions(inputs []LineInput) []JobParamDefinition {
 
 // ApplyLineParams checks the params given to a line run against the line's
 // inputs and returns them with the entry job's defaults applied, like
-// ApplyParams: problems are located at "params.<name>". An input only
-// bindings name gets no default here (the job param it feeds keeps its own).
-// A given value must also fit every job param it is bound to.
+// ApplyParams: problems are located at "params.<name>". An input the entry
+// job does not declare gets no default here (the job params it feeds keep
+// their own). A given value must also fit every job param it feeds, bound
+// or filled by name.
 func ApplyLineParams(inputs []LineInput, given map[string]any) (map[string]any, Problems) {
 	specs := make(map[string]JobParamSpec, len(inputs))
 	for _, in := range inputs {
@@ -188,7 +263,11 @@ func ApplyLineParams(inputs []LineInput, given map[string]any) (map[string]any, 
 		}
 		for _, b := range in.Bound {
 			if err := CheckValue(b.Spec.Spec(), val); err != nil {
-				v.add("params."+name, "%v (the value feeds param %q of stage %s at %s)", err, pathParam(b.Path), b.Stage, b.Path)
+				if b.ByName {
+					v.add("params."+name, "%v (stage %s takes the value as its job's param %q)", err, b.Stage, b.Param)
+				} else {
+					v.add("params."+name, "%v (the value feeds param %q of stage %s at %s)", err, b.Param, b.Stage, b.Path)
+				}
 				break
 			}
 		}
@@ -255,15 +334,6 @@ func specTypeName(s JobParamSpec) string {
 		return fmt.Sprintf("array of %s", s.Items)
 	}
 	return string(s.Type)
-}
-
-// pathParam returns the param name at the end of a binding's location.
-func pathParam(p string) string {
-	const marker = ".params."
-	if i := strings.LastIndex(p, marker); i >= 0 {
-		return p[i+len(marker):]
-	}
-	return p
 }
 
 // definition describes a param spec as a line input.
