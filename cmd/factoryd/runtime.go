@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -194,7 +196,13 @@ func (rt *runtime) UpsertSchedule(ctx context.Context, sc store.LineSchedule) er
 	spec := client.ScheduleSpec{CronExpressions: []string{sc.Cron}, TimeZoneName: sc.Timezone}
 	action := &client.ScheduleWorkflowAction{ID: "schedulefire/" + sc.LineName, Workflow: workflows.ScheduleFireWorkflowName,
 		Args: []any{workflows.ScheduleFireInput{LineName: sc.LineName, Generation: sc.ScheduleGeneration}}, TaskQueue: workflows.TaskQueue}
-	return rt.upsertTemporalSchedule(ctx, workflows.LineScheduleID(sc.LineName), spec, action, !sc.Enabled)
+	// Upserts racing from several API processes: an older generation never
+	// replaces a newer one (its firings would all be fenced off as stale).
+	newer := func(p *commonpb.Payload) bool {
+		var cur workflows.ScheduleFireInput
+		return converter.GetDefaultDataConverter().FromPayload(p, &cur) == nil && cur.Generation > sc.ScheduleGeneration
+	}
+	return rt.upsertTemporalSchedule(ctx, workflows.LineScheduleID(sc.LineName), spec, action, !sc.Enabled, newer)
 }
 
 // UpsertJobSchedule creates or updates the Temporal Schedule that fires a
@@ -204,7 +212,12 @@ func (rt *runtime) UpsertJobSchedule(ctx context.Context, sc workflows.JobSchedu
 	spec := client.ScheduleSpec{CronExpressions: []string{sc.Cron}, TimeZoneName: sc.Timezone}
 	action := &client.ScheduleWorkflowAction{ID: "jobschedulefire/" + sc.JobName, Workflow: workflows.JobScheduleFireWorkflowName,
 		Args: []any{workflows.JobScheduleFireInput{JobName: sc.JobName, JobVersionID: sc.JobVersionID}}, TaskQueue: workflows.TaskQueue}
-	return rt.upsertTemporalSchedule(ctx, workflows.JobScheduleID(sc.JobName), spec, action, !sc.Enabled)
+	// Version ids sort by creation: an older version never replaces a newer.
+	newer := func(p *commonpb.Payload) bool {
+		var cur workflows.JobScheduleFireInput
+		return converter.GetDefaultDataConverter().FromPayload(p, &cur) == nil && cur.JobVersionID > sc.JobVersionID
+	}
+	return rt.upsertTemporalSchedule(ctx, workflows.JobScheduleID(sc.JobName), spec, action, !sc.Enabled, newer)
 }
 
 // DeleteJobSchedule removes a job's Temporal Schedule, if any.
@@ -214,7 +227,12 @@ func (rt *runtime) DeleteJobSchedule(ctx context.Context, job string) error {
 
 // upsertTemporalSchedule creates the Temporal Schedule id, or replaces the
 // spec, action and paused state of the one there is.
-func (rt *runtime) upsertTemporalSchedule(ctx context.Context, id string, spec client.ScheduleSpec, action *client.ScheduleWorkflowAction, paused bool) error {
+//
+// newer tells, from the first argument of the schedule's current action,
+// that it was made for a newer definition than this one: then the schedule
+// is left as it is.
+func (rt *runtime) upsertTemporalSchedule(ctx context.Context, id string, spec client.ScheduleSpec, action *client.ScheduleWorkflowAction,
+	paused bool, newer func(*commonpb.Payload) bool) error {
 	h := rt.client.ScheduleClient().GetHandle(ctx, id)
 	if _, err := h.Describe(ctx); err != nil {
 		var nf *serviceerror.NotFound
@@ -230,6 +248,11 @@ func (rt *runtime) upsertTemporalSchedule(ctx context.Context, id string, spec c
 	}
 	return h.Update(ctx, client.ScheduleUpdateOptions{DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 		s := in.Description.Schedule
+		if cur, ok := s.Action.(*client.ScheduleWorkflowAction); ok && len(cur.Args) > 0 {
+			if p, ok := cur.Args[0].(*commonpb.Payload); ok && newer(p) {
+				return nil, temporal.ErrSkipScheduleUpdate
+			}
+		}
 		s.Spec, s.Action = &spec, action
 		if s.State == nil {
 			s.State = &client.ScheduleState{}
