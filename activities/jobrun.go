@@ -750,6 +750,11 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 		outputs, err := manifests.ReduceOutputs(&in.Manifest, in.Writes)
 		if err != nil {
 			res.Status, res.ErrorCode, res.ErrorMessage, res.FailureClass = StatusFailed, manifests.OutputErrorCode(err), err.Error(), "contract"
+			// Name the step that owed the output: the first that claims it.
+			var oe *manifests.OutputError
+			if errors.As(err, &oe) && oe.Key != "" && in.FailedStep == "" {
+				in.FailedTask, in.FailedStep = firstClaimer(&in.Manifest, oe.Key)
+			}
 		} else {
 			res.Outputs = outputs
 		}
@@ -839,6 +844,21 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 }
 
 var errAlreadyFinished = errors.New("the run is already finished")
+
+// firstClaimer is the task and step, in manifest order, that first claims
+// output key ("" when none does).
+func firstClaimer(m *manifests.JobManifest, key string) (task, step string) {
+	claims := manifests.Claims(m)
+	for _, t := range m.Run.Tasks {
+		for si := range t.Steps {
+			name := manifests.StepName(t, si)
+			if slices.Contains(claims[t.Name][name], key) {
+				return t.Name, name
+			}
+		}
+	}
+	return "", ""
+}
 
 // timelineCost prices the sandbox time of every step of the timeline that
 // has a start and an end, at the size of its task's sandbox.

@@ -261,3 +261,37 @@ func TestStoppedRunIsCharged(t *testing.T) {
 		t.Fatalf("timeline %s, want cancelled,cancelled", got)
 	}
 }
+
+// TestMissingOutputNamesItsStep: a required output its claiming step did not
+// write fails the run naming that step.
+func TestMissingOutputNamesItsStep(t *testing.T) {
+	m, err := manifests.ParseJob([]byte(`
+[job]
+name = "j"
+[[run.tasks]]
+name = "t"
+[[run.tasks.steps]]
+name = "w"
+exec = ["true"]
+outputs = ["x", "y"]
+[outputs.x]
+type = "integer"
+[outputs.y]
+type = "integer"
+`), manifests.FormatTOML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifests.NormalizeJob(m)
+	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: StatusRunning}}}
+	a := &Activities{Store: st, Now: time.Now}
+	writes := []manifests.OutputWrite{{Task: "t", Step: "w", Succeeded: true, Values: map[string]any{"y": 1.0}}}
+	res, err := a.FinishRun(context.Background(), FinishRunInput{RunID: "jr_1", Manifest: *m, Status: StatusSucceeded, Writes: writes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := st.runs["jr_1"]
+	if res.Status != StatusFailed || res.FailureClass != "contract" || r.ErrorDetails["step_name"] != "w" || r.ErrorDetails["task_name"] != "t" {
+		t.Fatalf("run %s/%s, error details %v; want failed/contract naming t/w", res.Status, res.FailureClass, r.ErrorDetails)
+	}
+}

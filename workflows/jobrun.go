@@ -57,6 +57,26 @@ func bookkeeping(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second, RetryPolicy: retry})
 }
 
+// StopSignal is the signal that tells a job run why it is about to be
+// cancelled, when the canceller is not a user (a line's timeout).
+const StopSignal = "stop-note"
+
+// StopNote is why a job run is cancelled: its error code, failure class and
+// message.
+type StopNote struct {
+	Code, Class, Message string
+}
+
+// stopNote is the StopNote signalled to the run, or a user's stop.
+func stopNote(ctx workflow.Context) StopNote {
+	note := StopNote{Code: "CANCELLED", Class: "user", Message: "the run was stopped"}
+	var got StopNote
+	if workflow.GetSignalChannel(ctx, StopSignal).ReceiveAsync(&got) && got.Code != "" {
+		note = got
+	}
+	return note
+}
+
 // taskOutcome is what running one task produced.
 type taskOutcome struct {
 	failed  bool
@@ -101,8 +121,9 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	}
 	if err := workflow.ExecuteLocalActivity(book, a.StartRun, activities.StartRunInput{RunID: in.RunID, Manifest: m}).Get(book, nil); err != nil {
 		if ctx.Err() != nil { // stopped before it started: the record must not stay queued
-			return finish(activities.FinishRunInput{Status: activities.StatusCancelled, ErrorCode: "CANCELLED",
-				ErrorMessage: "the run was stopped", FailureClass: "user"})
+			note := stopNote(ctx)
+			return finish(activities.FinishRunInput{Status: activities.StatusCancelled, ErrorCode: note.Code,
+				ErrorMessage: note.Message, FailureClass: note.Class})
 		}
 		return finish(activities.FinishRunInput{Status: activities.StatusFailed, ErrorCode: "INTERNAL_ERROR",
 			ErrorMessage: "the run could not be started: " + err.Error(), FailureClass: "platform"})
@@ -188,8 +209,9 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	}
 	switch {
 	case ctx.Err() != nil: // the run was stopped
-		fin.Status, fin.ErrorCode, fin.FailureClass = activities.StatusCancelled, "CANCELLED", "user"
-		fin.ErrorMessage = "the run was stopped"
+		note := stopNote(ctx)
+		fin.Status, fin.ErrorCode, fin.FailureClass = activities.StatusCancelled, note.Code, note.Class
+		fin.ErrorMessage = note.Message
 	case timedOut:
 		fin.Status, fin.ErrorCode, fin.FailureClass = activities.StatusTimedOut, "TIMEOUT", "config"
 		fin.ErrorMessage = fmt.Sprintf("the run exceeded run.timeout %s", m.Run.Timeout)

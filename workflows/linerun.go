@@ -285,6 +285,9 @@ func visitStage(ctx workflow.Context, st *LineState, stage manifests.LineStage, 
 		sel.AddFuture(workflow.NewTimer(tctx, max(left, time.Millisecond)), func(f workflow.Future) {
 			if f.Get(tctx, nil) == nil {
 				timedOut = true
+				// The job run is told why before it is cancelled.
+				fut.SignalChildWorkflow(ctx, StopSignal, StopNote{Code: lineTimeoutCode, Class: "config",
+					Message: "stopped by its line: the line ran past its timeout"})
 				cancelChild()
 			}
 		})

@@ -564,6 +564,10 @@ func TestLineRunRetryKeepsTimeout(t *testing.T) {
 	if jr.Status != activities.StatusCancelled || rec.Stages[0].Status != activities.StatusCancelled {
 		t.Fatalf("job run %s, stage %s", jr.Status, rec.Stages[0].Status)
 	}
+	// It says it was the line's timeout, not a user, that stopped it.
+	if jr.ErrorCode == nil || *jr.ErrorCode != "LINE_TIMEOUT" || jr.FailureClass == nil || *jr.FailureClass != "config" {
+		t.Fatalf("job run stopped by the line timeout: code %v class %v message %v", deref(jr.ErrorCode), deref(jr.FailureClass), deref(jr.ErrorMessage))
+	}
 }
 
 func TestLineRunAttempts(t *testing.T) {
@@ -779,4 +783,11 @@ when = { op = "all", conditions = [
 	if _, err := RetrySnapshot(got, "", nil); !errors.Is(err, ErrRetrySnapshot) {
 		t.Fatalf("retry of a succeeded run: %v", err)
 	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }
