@@ -294,11 +294,13 @@ func (s *Server) deployLine(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := manifests.ParseLine(data, format)
-	if err != nil {
-		return &ManifestInvalid{Problems: manifests.AsProblems(err)}
+	m, base := manifests.CheckLine(data, format)
+	if m == nil {
+		return &ManifestInvalid{Problems: base}
 	}
-	ps := manifests.ValidateLine(m)
+	// The checks below see what of the manifest could be decoded; what they
+	// find at or under a location already reported is left out (base).
+	var ps manifests.Problems
 	ps = append(ps, manifests.CheckName("line.name", name, m.Line.Name)...)
 	if m.Trigger.Type == manifests.TriggerSchedule && len(m.Trigger.Cron) > maxCronLen {
 		ps = append(ps, manifests.Problem{Path: "trigger.cron", Message: fmt.Sprintf("is longer than %d characters", maxCronLen)})
@@ -338,7 +340,7 @@ func (s *Server) deployLine(c *gin.Context) error {
 		_, sps := manifests.ApplyLineParams(inputs, m.Trigger.Inputs)
 		ps = append(ps, relocate(sps, "params", "trigger.inputs")...)
 	}
-	if len(ps) > 0 {
+	if ps = manifests.MergeProblems(base, ps); len(ps) > 0 {
 		ps.Sort()
 		return &ManifestInvalid{Problems: ps}
 	}

@@ -227,6 +227,15 @@ func TestDeployBodyErrors(t *testing.T) {
 				t.Errorf("message %q lacks %q", msg, want)
 			}
 		}
+		line := `{"manifest": {"line": {"name": "l", "colour": "red"}, "trigger": {"type": "manual"},
+		  "stages": [{"id": "s", "job": "nosuch"}], "limits": {"budget_usd": "abc", "max_iterations": -1}}}`
+		m = expectError(t, h.do(req{method: "POST", path: "/factory/lines/l/deploy", body: line, scope: ScopeWrite}), 422, CodeValidation)
+		msg = m["message"].(string)
+		for _, want := range []string{"line.colour: unknown key", "limits.budget_usd", "limits.max_iterations", "stages[0].job"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("line message %q lacks %q", msg, want)
+			}
+		}
 		if r := h.do(req{method: "GET", path: "/jobs", scope: ScopeRead}); len(r.list(t)) != 0 {
 			t.Fatalf("invalid deploys stored jobs: %s", r.Body)
 		}

@@ -139,6 +139,21 @@ func checked[M any](m *M, shape, valid Problems) (*M, Problems) {
 	return m, ps
 }
 
+// MergeProblems returns base with the problems of more that are not at or
+// under a location base already reports (consequences of it).
+func MergeProblems(base, more Problems) Problems {
+	out := append(Problems{}, base...)
+	for _, p := range more {
+		if !underAny(p.Path, base) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 func underAny(path string, ps Problems) bool {
 	for _, p := range ps {
 		if p.Path == "" {
