@@ -18,11 +18,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -74,13 +76,41 @@ func (s *Server) UIURL() string { return s.uiURL }
 // Namespace is the namespace created at start.
 func (s *Server) Namespace() string { return s.namespace }
 
-func freePort() (int, error) {
+// FreePort returns a loopback TCP port that is free now.
+//
+// The server binds the port later, so the port must stay free meanwhile: it
+// is drawn below the kernel's ephemeral range, which outgoing connections
+// take their local ports from (a port the kernel hands out for port 0 is
+// one of those, and was seen taken by a connection before the server bound
+// it). Falls back to the kernel's choice.
+func FreePort() (int, error) {
+	low := ephemeralLow()
+	for range 200 {
+		port := 10000 + mrand.IntN(max(low-10000, 1))
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range.
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(data)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
+				return n
+			}
+		}
+	}
+	return 32768
 }
 
 // dynamicConfig tunes a single node for latency (see DESIGN.md, measured
@@ -130,7 +160,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	port := cfg.FrontendPort
 	if port == 0 {
-		if port, err = freePort(); err != nil {
+		if port, err = FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -167,13 +197,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	svc := func(grpcPort int) (tconfig.Service, error) {
 		if grpcPort == 0 {
-			p, err := freePort()
+			p, err := FreePort()
 			if err != nil {
 				return tconfig.Service{}, err
 			}
 			grpcPort = p
 		}
-		mp, err := freePort()
+		mp, err := FreePort()
 		if err != nil {
 			return tconfig.Service{}, err
 		}
