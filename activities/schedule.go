@@ -106,13 +106,7 @@ func (a *Activities) FireSchedule(ctx context.Context, in FireScheduleInput) (Fi
 	}
 	// The inputs are checked as a manual start's params are: against the
 	// entry job and every input binding, as the jobs resolve now.
-	manifestsByStage := make(map[string]*manifests.JobManifest, len(jobs))
-	for id, j := range jobs {
-		jm := j.Manifest
-		manifestsByStage[id] = &jm
-	}
-	inputs, _ := manifests.LineInputs(&m, manifestsByStage)
-	params, ps := manifests.ApplyLineParams(inputs, sc.Inputs)
+	params, ps := manifests.ApplyLineRunParams(&m, StageManifests(jobs), sc.Inputs)
 	if ps != nil {
 		return failed("stage_params_invalid", "the schedule's inputs do not fit the line's params: "+ps.Error(), entry)
 	}

@@ -62,3 +62,13 @@ func ResolveStageJobs(ctx context.Context, jobs JobLookup, m manifests.LineManif
 	}
 	return out, nil
 }
+
+// StageManifests returns the job manifests of resolved stage jobs, by stage.
+func StageManifests(jobs map[string]StageJob) map[string]*manifests.JobManifest {
+	out := make(map[string]*manifests.JobManifest, len(jobs))
+	for id, j := range jobs {
+		jm := j.Manifest
+		out[id] = &jm
+	}
+	return out
+}

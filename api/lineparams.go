@@ -9,29 +9,7 @@ import (
 
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/store"
-	"github.com/linefactory/linefactory/workflows"
 )
-
-// lineRunParams checks the params a line run is started with (a manual
-// start's params, a schedule's inputs) against the line's inputs as the
-// stages' jobs resolve now, and returns them with defaults applied.
-// Problems are located at "params.<name>".
-func lineRunParams(m *manifests.LineManifest, jobs map[string]*manifests.JobManifest, given map[string]any) (map[string]any, manifests.Problems) {
-	// Conflicting bindings were refused at deploy; if the jobs changed
-	// since, a value cannot fit both and is refused below.
-	inputs, _ := manifests.LineInputs(m, jobs)
-	return manifests.ApplyLineParams(inputs, given)
-}
-
-// stageManifests returns the job manifests of resolved stage jobs, by stage.
-func stageManifests(jobs map[string]workflows.StageJob) map[string]*manifests.JobManifest {
-	out := make(map[string]*manifests.JobManifest, len(jobs))
-	for id, j := range jobs {
-		jm := j.Manifest
-		out[id] = &jm
-	}
-	return out
-}
 
 // loadStageJobs loads the job manifest each stage resolves to now (the pinned
 // version, else the job's latest). A stage whose job or version does not

@@ -97,7 +97,7 @@ func (s *Server) startLineRun(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	params, ps := lineRunParams(&m, stageManifests(jobs), req.Params)
+	params, ps := manifests.ApplyLineRunParams(&m, activities.StageManifests(jobs), req.Params)
 	if ps != nil {
 		return problemsInvalid(ps)
 	}
@@ -134,7 +134,7 @@ func (s *Server) launchLine(ctx context.Context, name string, v store.LineVersio
 	}
 	// The line's trigger config or the sender's payload is at fault when the
 	// params do not fit: the run's failure, as for a manual start's 422.
-	checked, ps := lineRunParams(&m, stageManifests(jobs), params)
+	checked, ps := manifests.ApplyLineRunParams(&m, activities.StageManifests(jobs), params)
 	if ps != nil {
 		return s.failedLineRun(ctx, name, v, params, trigger, actor, "stage_params_invalid",
 			"the trigger's params do not fit the line's params: "+strings.ReplaceAll(ps.Error(), "\n", "; "))

@@ -94,7 +94,7 @@ func (s *Server) putSchedule(c *gin.Context) error {
 }
 
 // scheduleInputProblems checks a schedule's inputs as a manual start's params
-// (lineRunParams) against the line's latest version, its stages' jobs
+// (manifests.ApplyLineRunParams) against the line's latest version, its stages' jobs
 // resolved now; a scheduled run has no other source of params, so required
 // params must be among them. Problems are located at "inputs.<name>".
 func (s *Server) scheduleInputProblems(ctx context.Context, name string, inputs map[string]any) (manifests.Problems, error) {
@@ -113,7 +113,7 @@ func (s *Server) scheduleInputProblems(ctx context.Context, name string, inputs 
 	if err != nil {
 		return nil, err
 	}
-	_, ps := lineRunParams(&m, jobs, inputs)
+	_, ps := manifests.ApplyLineRunParams(&m, jobs, inputs)
 	return relocate(ps, "params", "inputs"), nil
 }
 

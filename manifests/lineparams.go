@@ -357,3 +357,15 @@ func definition(name string, p JobParamSpec, required bool) JobParamDefinition {
 	}
 	return d
 }
+
+// ApplyLineRunParams checks the params a line run is started with (a manual
+// start's params, a schedule's inputs, a trigger's extracted values)
+// against the line's inputs as its stages' jobs resolve now (by stage id),
+// and returns them with defaults applied. Problems are located at
+// "params.<name>".
+func ApplyLineRunParams(m *LineManifest, jobs map[string]*JobManifest, given map[string]any) (map[string]any, Problems) {
+	// Conflicting bindings were refused at deploy; if the jobs changed
+	// since, a value cannot fit both and is refused by ApplyLineParams.
+	inputs, _ := LineInputs(m, jobs)
+	return ApplyLineParams(inputs, given)
+}

@@ -126,15 +126,7 @@ func CheckLine(data []byte, f Format) (*LineManifest, Problems) {
 // problem was left out before validating, so validation problems at or
 // below its location are consequences and are dropped.
 func checked[M any](m *M, shape, valid Problems) (*M, Problems) {
-	ps := append(Problems{}, shape...)
-	for _, p := range valid {
-		if !underAny(p.Path, shape) {
-			ps = append(ps, p)
-		}
-	}
-	if len(ps) == 0 {
-		return m, nil
-	}
+	ps := MergeProblems(shape, valid)
 	ps.Sort()
 	return m, ps
 }

@@ -1,10 +1,6 @@
 package workflows
 
 import (
-	"time"
-
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/linefactory/linefactory/activities"
@@ -42,10 +38,7 @@ type JobSchedule struct {
 // outlives it. The run id is fixed by this workflow, so retries make one
 // run; a run whose workflow cannot be started is left failed.
 func JobScheduleFireWorkflow(ctx workflow.Context, in JobScheduleFireInput) error {
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
-	})
+	actx := fireOptions(ctx)
 	var runID string
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return store.NewID("jr_") }).Get(&runID); err != nil {
 		return err
@@ -64,14 +57,9 @@ func JobScheduleFireWorkflow(ctx workflow.Context, in JobScheduleFireInput) erro
 		log.Warn("job schedule firing failed", "job", in.JobName, "run_id", res.RunID, "reason", res.Failed)
 		return nil
 	}
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID: JobRunWorkflowID(res.RunID), TaskQueue: TaskQueue,
-		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
-	})
-	child := workflow.ExecuteChildWorkflow(cctx, JobRunWorkflowName, JobRunInput{RunID: res.RunID, JobName: in.JobName,
+	err := startDetached(ctx, JobRunWorkflowID(res.RunID), JobRunWorkflowName, JobRunInput{RunID: res.RunID, JobName: in.JobName,
 		JobVersionID: res.JobVersionID, Manifest: res.Manifest, Params: res.Params})
-	err := child.GetChildWorkflowExecution().Get(ctx, nil)
-	if err == nil || temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+	if err == nil {
 		return nil
 	}
 	msg := "the run could not be dispatched: " + err.Error()

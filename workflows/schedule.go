@@ -28,10 +28,7 @@ type ScheduleFireInput struct {
 // The run id is fixed by this workflow, so retries make one run; a manager
 // that cannot be started leaves the run failed with dispatch_failed.
 func ScheduleFireWorkflow(ctx workflow.Context, in ScheduleFireInput) error {
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
-	})
+	actx := fireOptions(ctx)
 	var runID string
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return store.NewID("lr_") }).Get(&runID); err != nil {
 		return err
@@ -49,20 +46,37 @@ func ScheduleFireWorkflow(ctx workflow.Context, in ScheduleFireInput) error {
 		workflow.GetLogger(ctx).Warn("schedule firing failed", "line", in.LineName, "run_id", res.RunID, "reason", res.Failed)
 		return nil
 	}
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID: LineRunWorkflowID(res.RunID), TaskQueue: TaskQueue,
-		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
-	})
-	child := workflow.ExecuteChildWorkflow(cctx, LineRunWorkflowName, LineRunInput{RunID: res.RunID, LineName: in.LineName,
+	err := startDetached(ctx, LineRunWorkflowID(res.RunID), LineRunWorkflowName, LineRunInput{RunID: res.RunID, LineName: in.LineName,
 		LineVersionID: res.LineVersionID, Manifest: res.Manifest, Jobs: res.Jobs, Params: res.Params, Trigger: res.Trigger})
-	err := child.GetChildWorkflowExecution().Get(ctx, nil)
-	if err == nil || temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+	if err == nil {
 		return nil
 	}
 	code := "dispatch_failed"
 	f := &activities.Failure{Code: code, Domain: activities.FailureDomain(code, ""), ErrorMessage: "the line run could not be dispatched: " + err.Error()}
 	if ferr := workflow.ExecuteActivity(actx, a.FinishLineRun, activities.FinishLineRunInput{RunID: res.RunID, Status: activities.StatusFailed, Failure: f}).Get(ctx, nil); ferr != nil {
 		return ferr
+	}
+	return err
+}
+
+// fireOptions gives ctx the activity options of a schedule firing.
+func fireOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
+	})
+}
+
+// startDetached starts a child workflow that outlives the firing that
+// starts it; one already started (by an earlier try of the firing) is no
+// error.
+func startDetached(ctx workflow.Context, id, name string, input any) error {
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID: id, TaskQueue: TaskQueue, ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+	})
+	err := workflow.ExecuteChildWorkflow(cctx, name, input).GetChildWorkflowExecution().Get(ctx, nil)
+	if temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return nil
 	}
 	return err
 }

@@ -116,17 +116,7 @@ func BenchmarkLineRuns(b *testing.B) {
 	if code, m := d.call("POST", "/factory/lines/three/deploy", "application/toml", []byte(line)); code != 201 {
 		b.Fatalf("deploy: %d %v", code, m)
 	}
-	var port string
-	for _, kv := range d.env {
-		if v, ok := strings.CutPrefix(kv, "FACTORY_TEMPORAL_PORT="); ok {
-			port = v
-		}
-	}
-	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + port, Namespace: "default"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := temporalClient(b, d)
 	w := worker.New(c, "bench-bare", worker.Options{})
 	w.RegisterWorkflowWithOptions(bareThree, workflow.RegisterOptions{Name: "BenchBareThree"})
 	w.RegisterWorkflowWithOptions(bareStage, workflow.RegisterOptions{Name: "BenchBareStage"})

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -111,17 +110,7 @@ func TestEndToEndLineRun(t *testing.T) {
 	id := m["id"].(string)
 
 	// The manager's state query answers mid-run.
-	var port string
-	for _, kv := range d.env {
-		if v, ok := strings.CutPrefix(kv, "FACTORY_TEMPORAL_PORT="); ok {
-			port = v
-		}
-	}
-	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + port, Namespace: "default"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := temporalClient(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var state map[string]any
@@ -256,32 +245,14 @@ func TestEndToEndScheduleFires(t *testing.T) {
 	if code, m := d.call("POST", "/factory/lines/daily/deploy", "application/toml", []byte(line)); code != 201 {
 		t.Fatalf("deploy: %d %v", code, m)
 	}
-	var port string
-	for _, kv := range d.env {
-		if v, ok := strings.CutPrefix(kv, "FACTORY_TEMPORAL_PORT="); ok {
-			port = v
-		}
-	}
-	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + port, Namespace: "default"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := temporalClient(t, d)
 	// Fire now instead of waiting for 03:00.
 	if err := c.ScheduleClient().GetHandle(context.Background(), workflows.LineScheduleID("daily")).Trigger(context.Background(), client.ScheduleTriggerOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		req, _ := http.NewRequest("GET", d.base+"/factory/lines/daily/runs", nil)
-		req.Header.Set("Authorization", "Bearer "+e2eToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var runs []map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&runs)
-		resp.Body.Close()
+		runs := d.list("/factory/lines/daily/runs")
 		if len(runs) == 1 && runs[0]["status"] == "succeeded" {
 			if runs[0]["trigger"].(map[string]any)["source"] != "schedule" || runs[0]["run_params"].(map[string]any)["who"] != "cron" {
 				t.Fatalf("scheduled run: %v", runs[0])
@@ -300,7 +271,7 @@ func TestEndToEndScheduleFires(t *testing.T) {
 }
 
 // temporalClient dials the daemon's embedded Temporal.
-func temporalClient(t *testing.T, d *daemon) client.Client {
+func temporalClient(t testing.TB, d *daemon) client.Client {
 	t.Helper()
 	var port string
 	for _, kv := range d.env {
@@ -343,15 +314,7 @@ func TestEndToEndJobScheduleFires(t *testing.T) {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		req, _ := http.NewRequest("GET", d.base+"/jobs/tick/runs", nil)
-		req.Header.Set("Authorization", "Bearer "+e2eToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var runs []map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&runs)
-		resp.Body.Close()
+		runs := d.list("/jobs/tick/runs")
 		if len(runs) == 1 && runs[0]["status"] == "succeeded" {
 			r := runs[0]
 			if r["job_version_id"] != dep["id"] || r["run_params"].(map[string]any)["who"] != "cron" ||

@@ -106,6 +106,21 @@ func (d *daemon) kill(sig syscall.Signal) {
 	}
 }
 
+// list GETs a list endpoint.
+func (d *daemon) list(path string) []map[string]any {
+	d.t.Helper()
+	req, _ := http.NewRequest("GET", d.base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+e2eToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out []map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return out
+}
+
 func (d *daemon) call(method, path, contentType string, body []byte) (int, map[string]any) {
 	d.t.Helper()
 	req, _ := http.NewRequest(method, d.base+path, bytes.NewReader(body))
