@@ -14,7 +14,7 @@ import (
 
 // Definitions is what firing a line schedule needs of the store.
 type Definitions interface {
-	JobLookup
+	store.JobVersionLookup
 	GetLineSchedule(ctx context.Context, line string) (store.LineSchedule, error)
 	LatestLineVersion(ctx context.Context, name string) (store.LineVersion, error)
 	CreateLineRun(ctx context.Context, r store.LineRun) (store.LineRun, error)
@@ -40,7 +40,7 @@ type FireScheduleResult struct {
 	RunID         string
 	LineVersionID string
 	Manifest      manifests.LineManifest
-	Jobs          map[string]StageJob
+	Jobs          map[string]manifests.StageJob
 	Params        map[string]any
 	Trigger       map[string]any
 }
@@ -96,8 +96,8 @@ func (a *Activities) FireSchedule(ctx context.Context, in FireScheduleInput) (Fi
 		}
 		return FireScheduleResult{Failed: msg, RunID: id, LineVersionID: v.ID}, nil
 	}
-	jobs, err := ResolveStageJobs(ctx, a.Definitions, m)
-	if errors.Is(err, ErrStageJobMissing) || errors.Is(err, ErrStageJobUnsupported) {
+	jobs, err := manifests.ResolveStageJobs(m, store.JobVersionLoader(ctx, a.Definitions))
+	if errors.Is(err, manifests.ErrStageJobMissing) || errors.Is(err, manifests.ErrStageJobUnsupported) {
 		return failed(run.DispatchFailed, "the line run could not be dispatched: "+err.Error(), "")
 	}
 	if err != nil {
@@ -109,7 +109,7 @@ func (a *Activities) FireSchedule(ctx context.Context, in FireScheduleInput) (Fi
 	}
 	// The inputs are checked as a manual start's params are: against the
 	// entry job and every input binding, as the jobs resolve now.
-	params, ps := manifests.ApplyLineRunParams(&m, StageManifests(jobs), sc.Inputs)
+	params, ps := manifests.ApplyLineRunParams(&m, manifests.StageManifests(jobs), sc.Inputs)
 	if ps != nil {
 		return failed(run.StageParamsInvalid, "the schedule's inputs do not fit the line's params: "+ps.Error(), entry)
 	}

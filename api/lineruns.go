@@ -11,7 +11,6 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/api/serviceerror"
 
-	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
@@ -58,11 +57,11 @@ func lineRunJSON(r store.LineRun, detail bool) (map[string]any, error) {
 
 // resolveStageJobs loads the job version every stage runs now.
 func (s *Server) resolveStageJobs(ctx context.Context, m manifests.LineManifest) (map[string]workflows.StageJob, error) {
-	jobs, err := activities.ResolveStageJobs(ctx, s.store, m)
+	jobs, err := manifests.ResolveStageJobs(m, store.JobVersionLoader(ctx, s.store))
 	switch {
-	case errors.Is(err, activities.ErrStageJobMissing):
+	case errors.Is(err, manifests.ErrStageJobMissing):
 		return nil, httpError(http.StatusConflict, CodeInvalidRequest, "%v", err)
-	case errors.Is(err, activities.ErrStageJobUnsupported):
+	case errors.Is(err, manifests.ErrStageJobUnsupported):
 		return nil, invalid("run_agent_unsupported", err.Error()+"; the run was not started", "body")
 	}
 	return jobs, err
@@ -97,7 +96,7 @@ func (s *Server) startLineRun(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	params, ps := manifests.ApplyLineRunParams(&m, activities.StageManifests(jobs), req.Params)
+	params, ps := manifests.ApplyLineRunParams(&m, manifests.StageManifests(jobs), req.Params)
 	if ps != nil {
 		return problemsInvalid(ps)
 	}
@@ -125,18 +124,18 @@ func (s *Server) launchLine(ctx context.Context, name string, v store.LineVersio
 	if s.cfg.Runs == nil {
 		return store.LineRun{}, errNoEngine()
 	}
-	jobs, err := activities.ResolveStageJobs(ctx, s.store, m)
-	if errors.Is(err, activities.ErrStageJobMissing) || errors.Is(err, activities.ErrStageJobUnsupported) {
-		return s.failedLineRun(ctx, name, v, params, trigger, actor, "dispatch_failed", "the line run could not be dispatched: "+err.Error())
+	jobs, err := manifests.ResolveStageJobs(m, store.JobVersionLoader(ctx, s.store))
+	if errors.Is(err, manifests.ErrStageJobMissing) || errors.Is(err, manifests.ErrStageJobUnsupported) {
+		return s.failedLineRun(ctx, name, v, params, trigger, actor, run.DispatchFailed, "the line run could not be dispatched: "+err.Error())
 	}
 	if err != nil {
 		return store.LineRun{}, err
 	}
 	// The line's trigger config or the sender's payload is at fault when the
 	// params do not fit: the run's failure, as for a manual start's 422.
-	checked, ps := manifests.ApplyLineRunParams(&m, activities.StageManifests(jobs), params)
+	checked, ps := manifests.ApplyLineRunParams(&m, manifests.StageManifests(jobs), params)
 	if ps != nil {
-		return s.failedLineRun(ctx, name, v, params, trigger, actor, "stage_params_invalid",
+		return s.failedLineRun(ctx, name, v, params, trigger, actor, run.StageParamsInvalid,
 			"the trigger's params do not fit the line's params: "+strings.ReplaceAll(ps.Error(), "\n", "; "))
 	}
 	rec, err := s.launchLineJobs(ctx, name, v, m, jobs, checked, trigger, actor)

@@ -23,7 +23,7 @@ const LineRunWorkflowName = "LineRun"
 const StateQuery = "state"
 
 // StageJob is the job version a stage runs, resolved at run start.
-type StageJob = activities.StageJob
+type StageJob = manifests.StageJob
 
 // LineRunInput starts (or continues) a line run. State is nil on the first
 // turn of a fresh run and carried across continue-as-new after that; a
