@@ -31,25 +31,14 @@ import (
 
 	"github.com/linefactory/linefactory/activities/sandbox"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
-)
-
-// Statuses of job runs and steps (API.md "Statuses").
-const (
-	StatusQueued    = "queued"
-	StatusPending   = "pending"
-	StatusRunning   = "running"
-	StatusSucceeded = "succeeded"
-	StatusFailed    = "failed"
-	StatusCancelled = "cancelled"
-	StatusTimedOut  = "timed_out"
-	StatusSkipped   = "skipped"
 )
 
 // PermanentErrorTypes are activity error types never worth a retry.
 var PermanentErrorTypes = []string{
 	sandbox.CodeNotFound, sandbox.CodeAlreadyExists, sandbox.CodeInvalidState, sandbox.CodeProvisioningFailed,
-	sandbox.CodeCommandNotFound, sandbox.CodeFileOperation, "TEMPLATE_INVALID",
+	sandbox.CodeCommandNotFound, sandbox.CodeFileOperation, run.CodeTemplateInvalid,
 }
 
 // Store is what the activities need of the store.
@@ -97,15 +86,6 @@ func (a *Activities) now() time.Time {
 	return a.Now().UTC()
 }
 
-func ptr[T any](v T) *T { return &v }
-
-func strp(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 // StartRunInput marks a run as started.
 type StartRunInput struct {
 	RunID    string
@@ -116,10 +96,10 @@ type StartRunInput struct {
 func (a *Activities) StartRun(ctx context.Context, in StartRunInput) error {
 	now := a.now()
 	_, err := a.Store.UpdateJobRun(ctx, in.RunID, func(r *store.JobRun) error {
-		if r.Status != StatusQueued && r.Status != "" {
+		if r.Status != run.Queued && r.Status != "" {
 			return nil // a retried activity: already started
 		}
-		r.Status = StatusRunning
+		r.Status = run.Running
 		r.StartedAt = &now
 		if reg := in.Manifest.Run.Region; reg != "" {
 			r.Region = &reg
@@ -128,7 +108,7 @@ func (a *Activities) StartRun(ctx context.Context, in StartRunInput) error {
 		for _, t := range in.Manifest.Run.Tasks {
 			for j, s := range t.Steps {
 				r.StepTimeline = append(r.StepTimeline, store.StepTimelineEntry{
-					Name: manifests.StepName(t, j), Action: action(s), Status: StatusPending, TaskName: t.Name,
+					Name: manifests.StepName(t, j), Action: action(s), Status: run.Pending, TaskName: t.Name,
 				})
 			}
 		}
@@ -245,19 +225,19 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 	manifests.NormalizeJob(&manifests.JobManifest{Run: manifests.RunSection{Sandbox: &cfg}})
 	name, err := manifests.Render(cfg.Name, in.Params)
 	if err != nil {
-		return AcquireSandboxResult{}, permanent("TEMPLATE_INVALID", err)
+		return AcquireSandboxResult{}, permanent(run.CodeTemplateInvalid, err)
 	}
 	env := map[string]string{}
 	for k, v := range cfg.Env {
 		if env[k], err = manifests.Render(v, in.Params); err != nil {
-			return AcquireSandboxResult{}, permanent("TEMPLATE_INVALID", err)
+			return AcquireSandboxResult{}, permanent(run.CodeTemplateInvalid, err)
 		}
 	}
 	scripts := make([]manifests.SetupScript, len(cfg.SetupScripts))
 	for i, sc := range cfg.SetupScripts {
 		scripts[i] = sc
 		if scripts[i].Script, err = manifests.Render(sc.Script, in.Params); err != nil {
-			return AcquireSandboxResult{}, permanent("TEMPLATE_INVALID", err)
+			return AcquireSandboxResult{}, permanent(run.CodeTemplateInvalid, err)
 		}
 	}
 	sources := make([]manifests.GitSource, len(cfg.Sources))
@@ -269,7 +249,7 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 			{&sources[i].RepoURL, src.RepoURL}, {&sources[i].Branch, src.Branch}, {&sources[i].TargetPath, src.TargetPath},
 		} {
 			if *f.dst, err = manifests.Render(f.src, in.Params); err != nil {
-				return AcquireSandboxResult{}, permanent("TEMPLATE_INVALID", fmt.Errorf("sources[%d]: %w", i, err))
+				return AcquireSandboxResult{}, permanent(run.CodeTemplateInvalid, fmt.Errorf("sources[%d]: %w", i, err))
 			}
 		}
 	}
@@ -311,13 +291,12 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 // as a timeout) with failure class infra; a bad template is config. Step is
 // empty: the failure belongs to the task's first step.
 func AcquireFailure(task string, err error) RunStepResult {
-	res := RunStepResult{Task: task, Status: StatusFailed, ErrorCode: sandbox.CodeProvisioningFailed, FailureClass: "infra",
-		ErrorMessage: "sandbox: " + err.Error()}
+	res := RunStepResult{Task: task, Outcome: run.Fail(sandbox.CodeProvisioningFailed, run.ClassInfra, "sandbox: "+err.Error())}
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() != "" && ae.Type() != "GenericError" {
 		res.ErrorCode, res.ErrorMessage = ae.Type(), ae.Message()
-		if ae.Type() == "TEMPLATE_INVALID" {
-			res.FailureClass = "config"
+		if ae.Type() == run.CodeTemplateInvalid {
+			res.FailureClass = run.ClassConfig
 		}
 	}
 	return res
@@ -344,10 +323,10 @@ func applyFailure(r *store.JobRun, f RunStepResult, now time.Time) {
 		if e.TaskName != f.Task || (f.Step != "" && e.Name != f.Step) {
 			continue
 		}
-		if e.Status != StatusPending && e.Status != StatusRunning && e.Status != StatusCancelled {
+		if e.Status != run.Pending && e.Status != run.Running && e.Status != run.Cancelled {
 			return
 		}
-		e.Status = f.Status
+		e.SetOutcome(run.Outcome{Status: f.Status, ErrorCode: f.ErrorCode, ErrorMessage: f.ErrorMessage, FailureClass: f.FailureClass})
 		if e.StartedAt == nil {
 			e.StartedAt = &now
 		}
@@ -355,7 +334,6 @@ func applyFailure(r *store.JobRun, f RunStepResult, now time.Time) {
 			e.CompletedAt = &now
 		}
 		e.ExitCode = f.ExitCode
-		e.ErrorMessage, e.ErrorCode, e.FailureClass = strp(f.ErrorMessage), strp(f.ErrorCode), strp(f.FailureClass)
 		if f.ErrorCode != "" {
 			e.ErrorDetails = map[string]any{"task": f.Task, "step": e.Name}
 		}
@@ -384,13 +362,10 @@ type RunStepInput struct {
 // RunStepResult is a step's outcome; a failed command is a result, not an
 // activity error.
 type RunStepResult struct {
-	Task             string
-	Step             string
-	Status           string
+	Task string
+	Step string
+	run.Outcome
 	ExitCode         *int
-	ErrorCode        string
-	ErrorMessage     string
-	FailureClass     string
 	Outputs          map[string]any
 	ComputeCostCents float64
 }
@@ -398,13 +373,13 @@ type RunStepResult struct {
 // StepFailureFromError describes a step that could not run; a step whose
 // StartToClose timeout fired is timed_out.
 func StepFailureFromError(task, step string, err error) RunStepResult {
-	res := RunStepResult{Task: task, Step: step, Status: StatusFailed, ErrorMessage: err.Error(), FailureClass: "infra", ErrorCode: "EXEC_FAILED"}
+	res := RunStepResult{Task: task, Step: step, Outcome: run.Fail(run.CodeExecFailed, run.ClassInfra, err.Error())}
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() != "" {
 		res.ErrorCode = ae.Type()
 		res.ErrorMessage = ae.Message()
-		if ae.Type() == "TEMPLATE_INVALID" || ae.Type() == sandbox.CodeCommandNotFound {
-			res.FailureClass = "config"
+		if ae.Type() == run.CodeTemplateInvalid || ae.Type() == sandbox.CodeCommandNotFound {
+			res.FailureClass = run.ClassConfig
 		}
 	}
 	var te *temporal.TimeoutError
@@ -412,11 +387,11 @@ func StepFailureFromError(task, step string, err error) RunStepResult {
 		switch te.TimeoutType() {
 		case enumspb.TIMEOUT_TYPE_HEARTBEAT:
 			// the worker stopped answering: infrastructure, not the step
-			res.ErrorCode = "HEARTBEAT_TIMEOUT"
+			res.ErrorCode = run.CodeHeartbeatTimeout
 			res.ErrorMessage = "the worker running the step stopped heartbeating"
 		default:
-			res.Status, res.ErrorCode, res.FailureClass = StatusTimedOut, "TIMEOUT", "config"
-			res.ErrorMessage = "the step exceeded its timeout"
+			res.Outcome = run.Outcome{Status: run.TimedOut, ErrorCode: run.CodeTimeout, FailureClass: run.ClassConfig,
+				ErrorMessage: "the step exceeded its timeout"}
 		}
 	}
 	return res
@@ -427,8 +402,8 @@ func StepFailureFromError(task, step string, err error) RunStepResult {
 func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResult, error) {
 	started := a.now()
 	a.updateStep(ctx, in, func(e *store.StepTimelineEntry) {
-		e.Status, e.StartedAt, e.SandboxName = StatusRunning, &started, strp(in.Sandbox)
-		e.CompletedAt, e.ExitCode, e.ErrorCode, e.ErrorMessage, e.FailureClass = nil, nil, nil, nil, nil
+		e.SetOutcome(run.Outcome{Status: run.Running})
+		e.StartedAt, e.SandboxName, e.CompletedAt, e.ExitCode = &started, new(in.Sandbox), nil, nil
 	})
 	stopHB := a.heartbeat(ctx, in.Task+"/"+in.Step)
 	res, err := a.runAction(ctx, in)
@@ -442,17 +417,17 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 			}
 			now := a.now()
 			a.updateStep(context.WithoutCancel(ctx), in, func(e *store.StepTimelineEntry) {
-				e.Status, e.CompletedAt = StatusCancelled, &now
+				e.Status, e.CompletedAt = run.Cancelled, &now
 			})
 			return RunStepResult{}, err
 		}
 		if code := sandbox.CodeOf(err); code != "" {
-			res = RunStepResult{Status: StatusFailed, ErrorCode: code, ErrorMessage: err.Error(), FailureClass: "infra"}
+			res = RunStepResult{Outcome: run.Fail(code, run.ClassInfra, err.Error())}
 			if code == sandbox.CodeCommandNotFound || code == sandbox.CodeFileOperation {
-				res.FailureClass = "config"
+				res.FailureClass = run.ClassConfig
 			}
 		} else if tmplErr := (*templateError)(nil); errors.As(err, &tmplErr) {
-			res = RunStepResult{Status: StatusFailed, ErrorCode: "TEMPLATE_INVALID", ErrorMessage: err.Error(), FailureClass: "config"}
+			res = RunStepResult{Outcome: run.Fail(run.CodeTemplateInvalid, run.ClassConfig, err.Error())}
 		} else {
 			return RunStepResult{}, err // infrastructure: Temporal retries
 		}
@@ -461,8 +436,8 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 	done := a.now()
 	res.ComputeCostCents = a.Rates.Cost(done.Sub(started), in.Vcpus, in.MemoryMB)
 	a.updateStep(context.WithoutCancel(ctx), in, func(e *store.StepTimelineEntry) {
-		e.Status, e.CompletedAt, e.ExitCode = res.Status, &done, res.ExitCode
-		e.ErrorCode, e.ErrorMessage, e.FailureClass = strp(res.ErrorCode), strp(res.ErrorMessage), strp(res.FailureClass)
+		e.SetOutcome(res.Outcome)
+		e.CompletedAt, e.ExitCode = &done, res.ExitCode
 		if res.ErrorCode != "" {
 			e.ErrorDetails = map[string]any{"task": in.Task, "step": in.Step}
 			if res.ExitCode != nil {
@@ -494,7 +469,7 @@ func (a *Activities) updateStep(ctx context.Context, in RunStepInput, change fun
 
 func (a *Activities) runAction(ctx context.Context, in RunStepInput) (RunStepResult, error) {
 	s := in.Action
-	ok := RunStepResult{Status: StatusSucceeded}
+	ok := RunStepResult{Outcome: run.Outcome{Status: run.Succeeded}}
 	switch {
 	case s.Exec != nil:
 		return a.exec(ctx, in)
@@ -512,7 +487,7 @@ func (a *Activities) runAction(ctx context.Context, in RunStepInput) (RunStepRes
 	case s.Delete != nil:
 		return ok, a.Sandboxes.Delete(ctx, in.Sandbox)
 	}
-	return RunStepResult{Status: StatusFailed, ErrorCode: "STEP_UNSUPPORTED", ErrorMessage: "this step action is not supported", FailureClass: "config"}, nil
+	return RunStepResult{Outcome: run.Fail(run.CodeStepUnsupported, run.ClassConfig, "this step action is not supported")}, nil
 }
 
 func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, error) {
@@ -548,15 +523,14 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 	if err != nil {
 		return RunStepResult{}, err
 	}
-	out := RunStepResult{Status: StatusSucceeded, ExitCode: ptr(res.ExitCode)}
+	out := RunStepResult{Outcome: run.Outcome{Status: run.Succeeded}, ExitCode: new(res.ExitCode)}
 	switch {
 	case res.TimedOut:
-		out.Status, out.ErrorCode, out.FailureClass = StatusTimedOut, "TIMEOUT", "config"
-		out.ErrorMessage = fmt.Sprintf("step %s exceeded its timeout of %ds", in.Step, in.TimeoutSeconds)
+		out.Outcome = run.Outcome{Status: run.TimedOut, ErrorCode: run.CodeTimeout, FailureClass: run.ClassConfig,
+			ErrorMessage: fmt.Sprintf("step %s exceeded its timeout of %ds", in.Step, in.TimeoutSeconds)}
 		return out, nil
 	case res.ExitCode != 0:
-		out.Status, out.ErrorCode, out.FailureClass = StatusFailed, "EXEC_FAILED", "config"
-		out.ErrorMessage = fmt.Sprintf("step %s exited with code %d", in.Step, res.ExitCode)
+		out.Outcome = run.Fail(run.CodeExecFailed, run.ClassConfig, fmt.Sprintf("step %s exited with code %d", in.Step, res.ExitCode))
 		return out, nil
 	}
 	if len(in.Claimed) == 0 {
@@ -566,12 +540,12 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 	if err != nil {
 		var oe *manifests.OutputError
 		errors.As(err, &oe)
-		out.Status, out.ErrorCode, out.FailureClass, out.ErrorMessage = StatusFailed, oe.Code, "contract", err.Error()
+		out.Outcome = run.Fail(oe.Code, run.ClassContract, err.Error())
 		return out, nil
 	}
 	values, err := parseClaimedOutputs(data, in)
 	if err != nil {
-		out.Status, out.ErrorCode, out.FailureClass, out.ErrorMessage = StatusFailed, manifests.OutputErrorCode(err), "contract", err.Error()
+		out.Outcome = run.Fail(manifests.OutputErrorCode(err), run.ClassContract, err.Error())
 		return out, nil
 	}
 	out.Outputs = values
@@ -712,12 +686,9 @@ func (w *logWriter) flush() {
 
 // FinishRunInput ends a run.
 type FinishRunInput struct {
-	RunID            string
-	Manifest         manifests.JobManifest
-	Status           string
-	ErrorCode        string
-	ErrorMessage     string
-	FailureClass     string
+	RunID    string
+	Manifest manifests.JobManifest
+	run.Outcome
 	FailedTask       string
 	FailedStep       string
 	Writes           []manifests.OutputWrite
@@ -734,22 +705,19 @@ type FinishRunInput struct {
 
 // FinishRunResult is how a job run ended.
 type FinishRunResult struct {
-	Status       string
-	Outputs      map[string]any
-	ErrorCode    string
-	ErrorMessage string
-	FailureClass string
-	CostCents    int64
+	run.Outcome
+	Outputs   map[string]any
+	CostCents int64
 }
 
 // FinishRun reduces the outputs, closes the timeline and writes the final
 // status, errors and costs.
 func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRunResult, error) {
-	res := FinishRunResult{Status: in.Status, ErrorCode: in.ErrorCode, ErrorMessage: in.ErrorMessage, FailureClass: in.FailureClass}
-	if res.Status == StatusSucceeded {
+	res := FinishRunResult{Outcome: in.Outcome}
+	if res.Status == run.Succeeded {
 		outputs, err := manifests.ReduceOutputs(&in.Manifest, in.Writes)
 		if err != nil {
-			res.Status, res.ErrorCode, res.ErrorMessage, res.FailureClass = StatusFailed, manifests.OutputErrorCode(err), err.Error(), "contract"
+			res.Outcome = run.Fail(manifests.OutputErrorCode(err), run.ClassContract, err.Error())
 			// Name the step that owed the output: the first that claims it.
 			var oe *manifests.OutputError
 			if errors.As(err, &oe) && oe.Key != "" && in.FailedStep == "" {
@@ -769,15 +737,15 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 	res.CostCents = int64(math.Ceil(in.ComputeCostCents - 1e-9))
 	now := a.now()
 	_, err := a.Store.UpdateJobRun(ctx, in.RunID, func(r *store.JobRun) error {
-		if finalStatuses[r.Status] && r.CompletedAt != nil {
+		if run.JobRun.Terminal(r.Status) && r.CompletedAt != nil {
 			return errAlreadyFinished // a retried FinishRun: keep the first
 		}
-		r.Status = res.Status
+		r.Status = res.Status // the rest of the outcome below, with the stop reason
 		r.CompletedAt = &now
 		if r.StartedAt == nil { // stopped before it started
 			r.StartedAt = &now
 		}
-		if res.Status != StatusCancelled {
+		if res.Status != run.Cancelled {
 			r.StopReason = nil // a stop that lost the race to the run's end
 		}
 		for _, f := range in.Steps {
@@ -785,19 +753,19 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 		}
 		// Steps that never started are skipped (cancelled by a stop); the
 		// ones running when the run ended were cut off by it.
-		leftover, interrupted := StatusSkipped, StatusCancelled
+		leftover, interrupted := run.Skipped, run.Cancelled
 		switch res.Status {
-		case StatusCancelled:
-			leftover = StatusCancelled
-		case StatusTimedOut:
-			interrupted = StatusTimedOut
+		case run.Cancelled:
+			leftover = run.Cancelled
+		case run.TimedOut:
+			interrupted = run.TimedOut
 		}
 		for i := range r.StepTimeline {
 			e := &r.StepTimeline[i]
 			switch e.Status {
-			case StatusPending:
+			case run.Pending:
 				e.Status = leftover
-			case StatusRunning:
+			case run.Running:
 				e.Status, e.CompletedAt = interrupted, &now
 			}
 		}
@@ -811,12 +779,12 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 			payload["outputs"] = res.Outputs
 		}
 		r.ResultPayload = payload
-		if res.Status != StatusSucceeded {
+		if res.Status != run.Succeeded {
 			msg := res.ErrorMessage
-			if r.StopReason != nil && res.Status == StatusCancelled {
+			if r.StopReason != nil && res.Status == run.Cancelled {
 				msg = "stopped: " + *r.StopReason
 			}
-			r.ErrorMessage, r.ErrorCode, r.FailureClass = strp(msg), strp(res.ErrorCode), strp(res.FailureClass)
+			r.SetOutcome(run.Outcome{Status: res.Status, ErrorCode: res.ErrorCode, ErrorMessage: msg, FailureClass: res.FailureClass})
 			details := map[string]any{}
 			if in.FailedTask != "" {
 				details["task_name"] = in.FailedTask
@@ -892,5 +860,3 @@ func taskSandboxSize(m *manifests.JobManifest, task string) (vcpus, memoryMB int
 	}
 	return vcpus, memoryMB
 }
-
-var finalStatuses = map[string]bool{StatusSucceeded: true, StatusFailed: true, StatusCancelled: true, StatusTimedOut: true}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities/sandbox"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -73,7 +74,7 @@ func TestComputeCostWithConfiguredRates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: StatusQueued}}}
+	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: run.Queued}}}
 	// Every reading of the clock is an hour later: RunStep reads it when the
 	// step starts and when it ends.
 	clock := &stepClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), step: time.Hour}
@@ -90,14 +91,14 @@ func TestComputeCostWithConfiguredRates(t *testing.T) {
 	}
 	res, err := a.RunStep(ctx, RunStepInput{RunID: "jr_1", Task: "t", Step: "step-1", Action: m.Run.Tasks[0].Steps[0],
 		Sandbox: sb.Name, Vcpus: 2, MemoryMB: 2048})
-	if err != nil || res.Status != StatusSucceeded {
+	if err != nil || res.Status != run.Succeeded {
 		t.Fatalf("step: %+v %v", res, err)
 	}
 	// 2 vCPU × 10 + 2 GiB × 3 for one hour.
 	if res.ComputeCostCents != 26 {
 		t.Fatalf("step cost %v cents, want about 26", res.ComputeCostCents)
 	}
-	if _, err := a.FinishRun(ctx, FinishRunInput{RunID: "jr_1", Manifest: m, Status: StatusSucceeded, ComputeCostCents: 26}); err != nil {
+	if _, err := a.FinishRun(ctx, FinishRunInput{RunID: "jr_1", Manifest: m, Outcome: run.Outcome{Status: run.Succeeded}, ComputeCostCents: 26}); err != nil {
 		t.Fatal(err)
 	}
 	if r := st.runs["jr_1"]; r.ComputeCostCents != 26 || r.TotalCostCents != 26 || r.CostRatedAt == nil {
@@ -189,14 +190,15 @@ func TestClaimFromAndRequired(t *testing.T) {
 
 func TestStepFailureFromError(t *testing.T) {
 	cases := []struct {
-		name         string
-		err          error
-		status, code string
+		name   string
+		err    error
+		status run.Status
+		code   string
 	}{
-		{"start to close", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil), StatusTimedOut, "TIMEOUT"},
-		{"heartbeat", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil), StatusFailed, "HEARTBEAT_TIMEOUT"},
-		{"typed", temporal.NewNonRetryableApplicationError("x", sandbox.CodeCommandNotFound, nil), StatusFailed, sandbox.CodeCommandNotFound},
-		{"other", errors.New("boom"), StatusFailed, "EXEC_FAILED"},
+		{"start to close", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil), run.TimedOut, "TIMEOUT"},
+		{"heartbeat", temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil), run.Failed, "HEARTBEAT_TIMEOUT"},
+		{"typed", temporal.NewNonRetryableApplicationError("x", sandbox.CodeCommandNotFound, nil), run.Failed, sandbox.CodeCommandNotFound},
+		{"other", errors.New("boom"), run.Failed, "EXEC_FAILED"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -210,16 +212,17 @@ func TestStepFailureFromError(t *testing.T) {
 
 func TestAcquireFailure(t *testing.T) {
 	for _, tc := range []struct {
-		err         error
-		code, class string
+		err   error
+		code  string
+		class run.FailureClass
 	}{
-		{temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil), sandbox.CodeProvisioningFailed, "infra"},
-		{errors.New("boom"), sandbox.CodeProvisioningFailed, "infra"},
-		{temporal.NewNonRetryableApplicationError("x", sandbox.CodeNotFound, nil), sandbox.CodeNotFound, "infra"},
-		{temporal.NewNonRetryableApplicationError("x", "TEMPLATE_INVALID", nil), "TEMPLATE_INVALID", "config"},
+		{temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil), sandbox.CodeProvisioningFailed, run.ClassInfra},
+		{errors.New("boom"), sandbox.CodeProvisioningFailed, run.ClassInfra},
+		{temporal.NewNonRetryableApplicationError("x", sandbox.CodeNotFound, nil), sandbox.CodeNotFound, run.ClassInfra},
+		{temporal.NewNonRetryableApplicationError("x", "TEMPLATE_INVALID", nil), "TEMPLATE_INVALID", run.ClassConfig},
 	} {
 		got := AcquireFailure("t", tc.err)
-		if got.Status != StatusFailed || got.ErrorCode != tc.code || got.FailureClass != tc.class || got.Step != "" {
+		if got.Status != run.Failed || got.ErrorCode != tc.code || got.FailureClass != tc.class || got.Step != "" {
 			t.Errorf("AcquireFailure(%v) = %+v, want %s/%s", tc.err, got, tc.code, tc.class)
 		}
 	}
@@ -241,15 +244,15 @@ func TestProvisionName(t *testing.T) {
 // own; the run is still charged for the time it ran, at its task's size.
 func TestStoppedRunIsCharged(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	running := store.StepTimelineEntry{Name: "s", TaskName: "big", Status: StatusRunning, StartedAt: &start}
-	pending := store.StepTimelineEntry{Name: "s2", TaskName: "big", Status: StatusPending}
-	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: StatusRunning, StepTimeline: []store.StepTimelineEntry{running, pending}}}}
+	running := store.StepTimelineEntry{Name: "s", TaskName: "big", Status: run.Running, StartedAt: &start}
+	pending := store.StepTimelineEntry{Name: "s2", TaskName: "big", Status: run.Pending}
+	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: run.Running, StepTimeline: []store.StepTimelineEntry{running, pending}}}}
 	a := &Activities{Store: st, Now: func() time.Time { return start.Add(2 * time.Hour) },
 		Rates: CostRates{CentsPerVCPUHour: 10, CentsPerGBHour: 3}}
 	four, mem := 4, 1024
 	m := manifests.JobManifest{Run: manifests.RunSection{Tasks: []manifests.Task{{Name: "big",
 		Sandbox: &manifests.SandboxConfig{Vcpus: &four, MemoryMB: &mem}, Steps: []manifests.Step{{Exec: []string{"sleep", "1h"}}}}}}}
-	if _, err := a.FinishRun(context.Background(), FinishRunInput{RunID: "jr_1", Manifest: m, Status: StatusCancelled}); err != nil {
+	if _, err := a.FinishRun(context.Background(), FinishRunInput{RunID: "jr_1", Manifest: m, Outcome: run.Outcome{Status: run.Cancelled}}); err != nil {
 		t.Fatal(err)
 	}
 	r := st.runs["jr_1"]
@@ -283,15 +286,15 @@ type = "integer"
 		t.Fatal(err)
 	}
 	manifests.NormalizeJob(m)
-	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: StatusRunning}}}
+	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: run.Running}}}
 	a := &Activities{Store: st, Now: time.Now}
 	writes := []manifests.OutputWrite{{Task: "t", Step: "w", Succeeded: true, Values: map[string]any{"y": 1.0}}}
-	res, err := a.FinishRun(context.Background(), FinishRunInput{RunID: "jr_1", Manifest: *m, Status: StatusSucceeded, Writes: writes})
+	res, err := a.FinishRun(context.Background(), FinishRunInput{RunID: "jr_1", Manifest: *m, Outcome: run.Outcome{Status: run.Succeeded}, Writes: writes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := st.runs["jr_1"]
-	if res.Status != StatusFailed || res.FailureClass != "contract" || r.ErrorDetails["step_name"] != "w" || r.ErrorDetails["task_name"] != "t" {
+	if res.Status != run.Failed || res.FailureClass != "contract" || r.ErrorDetails["step_name"] != "w" || r.ErrorDetails["task_name"] != "t" {
 		t.Fatalf("run %s/%s, error details %v; want failed/contract naming t/w", res.Status, res.FailureClass, r.ErrorDetails)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -74,12 +75,12 @@ func (a *Activities) FireJobSchedule(ctx context.Context, in FireJobScheduleInpu
 	case m.Schedule.Enabled != nil && !*m.Schedule.Enabled:
 		return FireJobScheduleResult{Skipped: "the schedule is disabled"}, nil
 	}
-	rec := store.JobRun{ID: in.RunID, JobName: in.JobName, JobVersionID: v.ID, Status: StatusQueued,
-		RunParams: map[string]any{}, WorkflowID: "jobrun/" + in.RunID}
+	rec := store.JobRun{ID: in.RunID, JobName: in.JobName, JobVersionID: v.ID, Status: run.Queued,
+		RunParams: map[string]any{}, WorkflowID: run.JobRunWorkflowID(in.RunID)}
 	failed := func(code, msg string, details map[string]any) (FireJobScheduleResult, error) {
 		now := a.now()
-		rec.Status, rec.CompletedAt = StatusFailed, &now
-		rec.ErrorMessage, rec.ErrorCode, rec.FailureClass, rec.ErrorDetails = &msg, &code, ptr("config"), details
+		rec.CompletedAt = &now
+		rec.SetOutcome(run.Outcome{Status: run.Failed, ErrorCode: code, ErrorMessage: msg, FailureClass: run.ClassConfig, ErrorDetails: details})
 		if _, err := a.Store.CreateJobRun(ctx, rec); err != nil && !errors.Is(err, store.ErrConflict) {
 			return FireJobScheduleResult{}, err
 		}
@@ -103,7 +104,7 @@ func (a *Activities) FireJobSchedule(ctx context.Context, in FireJobScheduleInpu
 			map[string]any{"problems": problems})
 	}
 	if msg := manifests.UnsupportedStep(m); msg != "" {
-		return failed("RUN_AGENT_UNSUPPORTED", msg+"; the scheduled run was not started", nil)
+		return failed(run.CodeRunAgentUnsupported, msg+"; the scheduled run was not started", nil)
 	}
 	rec.RunParams = params
 	if _, err := a.Store.CreateJobRun(ctx, rec); err != nil && !errors.Is(err, store.ErrConflict) {
@@ -114,7 +115,7 @@ func (a *Activities) FireJobSchedule(ctx context.Context, in FireJobScheduleInpu
 
 // firedAlready answers a repeated firing from the run the first made.
 func (a *Activities) firedAlready(ctx context.Context, r store.JobRun) (FireJobScheduleResult, error) {
-	if r.Status == StatusFailed && r.StartedAt == nil {
+	if r.Status == run.Failed && r.StartedAt == nil {
 		msg := "the scheduled run failed"
 		if r.ErrorMessage != nil {
 			msg = *r.ErrorMessage
@@ -143,12 +144,12 @@ type FailScheduledJobRunInput struct {
 // be started; a run that is already final is left alone.
 func (a *Activities) FailScheduledJobRun(ctx context.Context, in FailScheduledJobRunInput) error {
 	_, err := a.Store.UpdateJobRun(ctx, in.RunID, func(r *store.JobRun) error {
-		if r.Status != StatusQueued {
+		if r.Status != run.Queued {
 			return nil
 		}
 		now := a.now()
-		r.Status, r.CompletedAt = StatusFailed, &now
-		r.ErrorMessage, r.ErrorCode, r.FailureClass = ptr(in.Message), ptr("BAD_GATEWAY"), ptr("platform")
+		r.CompletedAt = &now
+		r.SetOutcome(run.Fail(run.CodeBadGateway, run.ClassPlatform, in.Message))
 		return nil
 	})
 	return err

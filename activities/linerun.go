@@ -1,49 +1,15 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
 
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
-
-// Failure is a classified line-run failure (SPEC's LineRunFailure).
-type Failure struct {
-	Code         string
-	Domain       string
-	ErrorMessage string
-	StageName    *string
-	ErrorCode    *string
-	FailureClass *string
-	Details      map[string]any
-}
-
-// FailureDomain says who must fix a failure: the domain of a failure code,
-// and for stage_failed the failing job's failure class.
-func FailureDomain(code, jobFailureClass string) string {
-	switch code {
-	case "no_route", "ambiguous_transition", "max_iterations_exhausted", "transition_params_invalid", "stage_params_invalid",
-		"budget_exceeded", "line_timeout", "unknown_stage", "manifest_no_stages", "manifest_trigger_invalid":
-		return "config"
-	case "job_result_invalid", "job_outputs_invalid":
-		return "contract"
-	case "dispatch_failed", "line_state_invalid":
-		return "platform"
-	case "user_cancelled", "control_payload_invalid", "control_target_invalid", "control_missing_id", "control_wait_expired",
-		"control_wait_unknown_selection", "control_stop_not_applied", "retry_snapshot_invalid", "routing_wait_expired":
-		return "user"
-	case "ambiguous_agentic_transition":
-		return "agent"
-	case "stage_failed":
-		switch jobFailureClass {
-		case "infra", "agent", "config", "contract", "user", "platform":
-			return jobFailureClass
-		}
-	}
-	return "unknown"
-}
 
 // RecordTurnInput records one manager turn.
 type RecordTurnInput struct {
@@ -65,8 +31,8 @@ func (a *Activities) RecordTurn(ctx context.Context, in RecordTurnInput) (store.
 		}
 		at := in.StartedAt.UTC()
 		r.ManagerTurns = append(r.ManagerTurns, store.ManagerTurn{WorkflowRunID: in.WorkflowRunID, State: in.State, StartedAt: &at})
-		if r.Status == StatusQueued {
-			r.Status = StatusRunning
+		if r.Status == run.Queued {
+			r.Status = run.Running
 			r.StartedAt = &at
 		}
 		return nil
@@ -106,12 +72,12 @@ func (a *Activities) CreateStageRun(ctx context.Context, in CreateStageRunInput)
 	}
 	lr, stage := in.LineRunID, in.Stage
 	_, err := a.Store.CreateJobRun(ctx, store.JobRun{ID: in.JobRunID, JobName: in.JobName, JobVersionID: in.JobVersionID,
-		Status: StatusQueued, RunParams: params, LineRunID: &lr, StageName: &stage, WorkflowID: "jobrun/" + in.JobRunID})
+		Status: run.Queued, RunParams: params, LineRunID: &lr, StageName: &stage, WorkflowID: run.JobRunWorkflowID(in.JobRunID)})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return CreateStageRunResult{}, err
 	}
 	at := in.At.UTC()
-	run, err := a.Store.UpdateLineRun(ctx, in.LineRunID, func(r *store.LineRun) error {
+	lineRun, err := a.Store.UpdateLineRun(ctx, in.LineRunID, func(r *store.LineRun) error {
 		for _, s := range r.Stages {
 			if s.JobRunID != nil && *s.JobRunID == in.JobRunID {
 				return nil // a retried activity
@@ -119,27 +85,24 @@ func (a *Activities) CreateStageRun(ctx context.Context, in CreateStageRunInput)
 		}
 		id := in.JobRunID
 		r.Stages = append(r.Stages, store.LineRunStage{StageName: in.Stage, StageOrder: in.Order, Iteration: in.Iteration,
-			Status: StatusRunning, JobRunID: &id, StartedAt: &at})
+			Status: run.Running, JobRunID: &id, StartedAt: &at})
 		return nil
 	})
 	if err != nil {
 		return CreateStageRunResult{}, err
 	}
-	return CreateStageRunResult{JobRunID: in.JobRunID, Params: params, LineRun: run}, nil
+	return CreateStageRunResult{JobRunID: in.JobRunID, Params: params, LineRun: lineRun}, nil
 }
 
 // StageVisit is one finished stage visit.
 type StageVisit struct {
-	Stage        string
-	JobRunID     string
-	Iteration    int
-	Order        int
-	Status       string
-	Outputs      map[string]any
-	CostCents    int64
-	ErrorCode    string
-	ErrorMessage string
-	FailureClass string
+	Stage     string
+	JobRunID  string
+	Iteration int
+	Order     int
+	run.Outcome
+	Outputs   map[string]any
+	CostCents int64
 }
 
 // RecordStageInput records a stage visit.
@@ -162,17 +125,15 @@ func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) (stor
 	}
 	// The child has closed by now, so a job run that is not final never
 	// recorded its end (its start failed, or it was stopped first).
-	if found && !finalJobStatus[jr.Status] && v.Status != StatusSucceeded {
+	if found && !run.JobRun.Terminal(jr.Status) && v.Status != run.Succeeded {
 		jr, err = a.Store.UpdateJobRun(ctx, v.JobRunID, func(r *store.JobRun) error {
-			if finalJobStatus[r.Status] {
+			if run.JobRun.Terminal(r.Status) {
 				return nil
 			}
-			msg := v.ErrorMessage
-			if msg == "" {
-				msg = "the job run never started"
-			}
-			r.Status, r.CompletedAt, r.ErrorMessage = v.Status, &now, &msg
-			r.ErrorCode, r.FailureClass = strp(v.ErrorCode), strp(v.FailureClass)
+			o := v.Outcome
+			o.ErrorMessage = cmp.Or(o.ErrorMessage, "the job run never started")
+			r.SetOutcome(o)
+			r.CompletedAt = &now
 			r.CostRatedAt = &now
 			return nil
 		})
@@ -203,7 +164,7 @@ func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) (stor
 				i = j
 			}
 		}
-		if i >= 0 && r.Stages[i].Status != StatusRunning {
+		if i >= 0 && r.Stages[i].Status != run.Running {
 			return nil // a retried activity
 		}
 		id := v.JobRunID
@@ -283,13 +244,9 @@ func (a *Activities) RecordTransition(ctx context.Context, in RecordTransitionIn
 // FinishLineRunInput ends a line run.
 type FinishLineRunInput struct {
 	RunID   string
-	Status  string
-	Failure *Failure
+	Status  run.Status
+	Failure *run.Failure
 }
-
-var finalJobStatus = map[string]bool{StatusSucceeded: true, StatusFailed: true, StatusCancelled: true, StatusTimedOut: true}
-
-var finalLineStatus = map[string]bool{StatusSucceeded: true, StatusFailed: true, StatusCancelled: true}
 
 // FinishLineRun writes the final status and the classified failure,
 // enriched with the failing job run's step diagnostics, and returns the
@@ -305,8 +262,8 @@ func (a *Activities) FinishLineRun(ctx context.Context, in FinishLineRunInput) (
 	}
 	now := a.now()
 	var open []string // job runs of visits the run ends with
-	run, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
-		if finalLineStatus[r.Status] {
+	final, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+		if run.LineRun.Terminal(r.Status) {
 			return nil // a retried activity, or a run ended before
 		}
 		r.Status = in.Status
@@ -315,8 +272,8 @@ func (a *Activities) FinishLineRun(ctx context.Context, in FinishLineRunInput) (
 			r.ManagerTurns[n-1].State = "completed"
 		}
 		for i := range r.Stages {
-			if r.Stages[i].Status == StatusRunning { // cannot outlive the run
-				r.Stages[i].Status, r.Stages[i].CompletedAt = StatusCancelled, &now
+			if r.Stages[i].Status == run.Running { // cannot outlive the run
+				r.Stages[i].Status, r.Stages[i].CompletedAt = run.Cancelled, &now
 				if id := r.Stages[i].JobRunID; id != nil {
 					open = append(open, *id)
 				}
@@ -335,36 +292,28 @@ func (a *Activities) FinishLineRun(ctx context.Context, in FinishLineRunInput) (
 	// and starting it): nothing stays queued.
 	for _, id := range open {
 		_, err := a.Store.UpdateJobRun(ctx, id, func(r *store.JobRun) error {
-			if r.Status != StatusQueued {
+			if r.Status != run.Queued {
 				return nil
 			}
 			msg := "the line run ended before the job run started"
-			r.Status, r.CompletedAt, r.ErrorMessage = StatusCancelled, &now, &msg
+			r.Status, r.CompletedAt, r.ErrorMessage = run.Cancelled, &now, &msg
 			return nil
 		})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return store.LineRun{}, err
 		}
 	}
-	return run, nil
+	return final, nil
 }
 
 // enrichFailure turns a classified failure into the record's failure, with
 // the failing step's diagnostics and the job run's error details.
-func enrichFailure(f *Failure, jr *store.JobRun, stopReason *string) *store.LineRunFailure {
-	code := f.Code
-	msg := f.ErrorMessage
-	if stopReason != nil && code == "user_cancelled" {
-		msg = "stopped: " + *stopReason
+func enrichFailure(f *run.Failure, jr *store.JobRun, stopReason *string) *store.LineRunFailure {
+	rec := *f
+	if stopReason != nil && rec.Code == run.UserCancelled {
+		rec.ErrorMessage = "stopped: " + *stopReason
 	}
-	lf := &store.LineRunFailure{Code: &code, Domain: f.Domain, ErrorMessage: &msg, StageName: f.StageName,
-		ErrorCode: f.ErrorCode, FailureClass: f.FailureClass}
-	if f.Details != nil {
-		lf.ErrorDetails = map[string]any{}
-		for k, v := range f.Details {
-			lf.ErrorDetails[k] = v
-		}
-	}
+	lf := store.NewLineRunFailure(rec)
 	if jr == nil {
 		return lf
 	}
@@ -381,7 +330,7 @@ func enrichFailure(f *Failure, jr *store.JobRun, stopReason *string) *store.Line
 		lf.FailureClass = jr.FailureClass
 	}
 	for _, e := range jr.StepTimeline {
-		if e.Status != StatusFailed && e.Status != StatusTimedOut {
+		if e.Status != run.Failed && e.Status != run.TimedOut {
 			continue
 		}
 		step, task := e.Name, e.TaskName

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -65,25 +66,25 @@ func (s *lineStore) UpdateLineRun(_ context.Context, id string, change func(*sto
 func TestRecordStageCosts(t *testing.T) {
 	ctx := context.Background()
 	rated := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	st := &lineStore{jobs: map[string]store.JobRun{}, lines: map[string]store.LineRun{"lr_1": {ID: "lr_1", Status: StatusRunning}}}
+	st := &lineStore{jobs: map[string]store.JobRun{}, lines: map[string]store.LineRun{"lr_1": {ID: "lr_1", Status: run.Running}}}
 	a := &Activities{Store: st, Now: func() time.Time { return rated.Add(time.Hour) }}
 	for i, id := range []string{"jr_a", "jr_b"} {
 		if _, err := a.CreateStageRun(ctx, CreateStageRunInput{JobRunID: id, LineRunID: "lr_1", Stage: "s", Iteration: i + 1, Order: i + 1, At: rated}); err != nil {
 			t.Fatal(err)
 		}
-		if r := st.lines["lr_1"]; len(r.Stages) != i+1 || r.Stages[i].Status != StatusRunning || r.Stages[i].StartedAt == nil {
+		if r := st.lines["lr_1"]; len(r.Stages) != i+1 || r.Stages[i].Status != run.Running || r.Stages[i].StartedAt == nil {
 			t.Fatalf("running visit not recorded: %+v", r.Stages)
 		}
 		jr := st.jobs[id]
-		jr.Status, jr.ComputeCostCents, jr.InferenceCostCents, jr.TotalCostCents, jr.CostRatedAt = StatusSucceeded, 3, 5, 8, &rated
+		jr.Status, jr.ComputeCostCents, jr.InferenceCostCents, jr.TotalCostCents, jr.CostRatedAt = run.Succeeded, 3, 5, 8, &rated
 		st.jobs[id] = jr
 		r, err := a.RecordStage(ctx, RecordStageInput{RunID: "lr_1", Visit: StageVisit{Stage: "s", JobRunID: id, Iteration: i + 1, Order: i + 1,
-			Status: StatusSucceeded, CostCents: 3}})
+			Outcome: run.Outcome{Status: run.Succeeded}, CostCents: 3}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := r.Stages[i]
-		if len(r.Stages) != i+1 || s.Status != StatusSucceeded || s.ComputeCostCents != 3 || s.InferenceCostCents != 5 || s.TotalCostCents != 8 || !s.CostRatedAt.Equal(rated) {
+		if len(r.Stages) != i+1 || s.Status != run.Succeeded || s.ComputeCostCents != 3 || s.InferenceCostCents != 5 || s.TotalCostCents != 8 || !s.CostRatedAt.Equal(rated) {
 			t.Fatalf("stage %+v", s)
 		}
 	}
@@ -92,12 +93,12 @@ func TestRecordStageCosts(t *testing.T) {
 		t.Fatalf("line costs %d/%d/%d rated %v", r.ComputeCostCents, r.InferenceCostCents, r.TotalCostCents, r.CostRatedAt)
 	}
 	// FinishLineRun returns the final record and never changes a finished run.
-	fin, err := a.FinishLineRun(ctx, FinishLineRunInput{RunID: "lr_1", Status: StatusSucceeded})
-	if err != nil || fin.Status != StatusSucceeded || fin.CompletedAt == nil {
+	fin, err := a.FinishLineRun(ctx, FinishLineRunInput{RunID: "lr_1", Status: run.Succeeded})
+	if err != nil || fin.Status != run.Succeeded || fin.CompletedAt == nil {
 		t.Fatalf("finish: %v %+v", err, fin)
 	}
-	again, err := a.FinishLineRun(ctx, FinishLineRunInput{RunID: "lr_1", Status: StatusFailed, Failure: &Failure{Code: "unknown"}})
-	if err != nil || again.Status != StatusSucceeded || again.Failure != nil {
+	again, err := a.FinishLineRun(ctx, FinishLineRunInput{RunID: "lr_1", Status: run.Failed, Failure: &run.Failure{Code: run.UnknownFailure}})
+	if err != nil || again.Status != run.Succeeded || again.Failure != nil {
 		t.Fatalf("a finished run changed: %v %+v", err, again)
 	}
 }
@@ -106,11 +107,11 @@ func TestRecordStageCosts(t *testing.T) {
 func TestEnrichFailure(t *testing.T) {
 	code, class, msg, exit := "EXEC_FAILED", "config", "exit 3", 3
 	jr := &store.JobRun{ErrorDetails: map[string]any{"task_name": "t", "step_name": "boom"}, StepTimeline: []store.StepTimelineEntry{
-		{Name: "ok", TaskName: "t", Status: StatusSucceeded},
-		{Name: "boom", TaskName: "t", Status: StatusFailed, ErrorCode: &code, FailureClass: &class, ErrorMessage: &msg, ExitCode: &exit,
+		{Name: "ok", TaskName: "t", Status: run.Succeeded},
+		{Name: "boom", TaskName: "t", Status: run.Failed, ErrorCode: &code, FailureClass: &class, ErrorMessage: &msg, ExitCode: &exit,
 			ErrorDetails: map[string]any{"stderr_tail": "no"}},
 	}}
-	f := enrichFailure(&Failure{Code: "stage_failed", Domain: "config", Details: map[string]any{"job_run_id": "jr_1"}}, jr, nil)
+	f := enrichFailure(&run.Failure{Code: run.StageFailed, Domain: run.DomainConfig, Details: map[string]any{"job_run_id": "jr_1"}}, jr, nil)
 	d := f.ErrorDetails
 	if *f.StageStep != "boom" || *f.TaskName != "t" || *f.ErrorCode != code || *f.FailureClass != class || d["exit_code"] != 3 ||
 		d["step_error"] != msg || d["step_error_code"] != code || d["step_failure_class"] != class || d["job_run_id"] != "jr_1" ||

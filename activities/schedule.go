@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
 // Definitions is what firing a line schedule needs of the store.
 type Definitions interface {
-	JobLookup
+	store.JobVersionLookup
 	GetLineSchedule(ctx context.Context, line string) (store.LineSchedule, error)
 	LatestLineVersion(ctx context.Context, name string) (store.LineVersion, error)
 	CreateLineRun(ctx context.Context, r store.LineRun) (store.LineRun, error)
@@ -39,7 +40,7 @@ type FireScheduleResult struct {
 	RunID         string
 	LineVersionID string
 	Manifest      manifests.LineManifest
-	Jobs          map[string]StageJob
+	Jobs          map[string]manifests.StageJob
 	Params        map[string]any
 	Trigger       map[string]any
 }
@@ -78,37 +79,39 @@ func (a *Activities) FireSchedule(ctx context.Context, in FireScheduleInput) (Fi
 		"fired_at": in.FiredAt.UTC().Format(time.RFC3339)}
 	id := in.RunID
 	if id == "" {
-		id = store.NewID("lr_")
+		id = run.NewLineRunID()
 	}
 	vid := v.ID
-	rec := store.LineRun{ID: id, LineName: in.LineName, Status: StatusQueued, LineVersionID: &vid, RunParams: sc.Inputs,
+	rec := store.LineRun{ID: id, LineName: in.LineName, Status: run.Queued, LineVersionID: &vid, RunParams: sc.Inputs,
 		Trigger:          store.TriggerSummary{Source: "schedule", Payload: trigger},
-		TriggeredByActor: map[string]any{"type": "schedule", "schedule_generation": gen}, WorkflowID: "linerun/" + id}
-	failed := func(code, msg string, stage *string) (FireScheduleResult, error) {
+		TriggeredByActor: map[string]any{"type": "schedule", "schedule_generation": gen}, WorkflowID: run.LineRunWorkflowID(id)}
+	failed := func(code run.FailureCode, msg string, stage string) (FireScheduleResult, error) {
 		now := a.now()
-		rec.Status, rec.CompletedAt, rec.ErrorMessage = StatusFailed, &now, &msg
-		rec.Failure = &store.LineRunFailure{Code: &code, Domain: FailureDomain(code, ""), ErrorMessage: &msg, StageName: stage}
+		rec.Status, rec.CompletedAt, rec.ErrorMessage = run.Failed, &now, &msg
+		f := run.NewFailure(code, msg)
+		f.StageName = stage
+		rec.Failure = store.NewLineRunFailure(*f)
 		if _, err := a.Definitions.CreateLineRun(ctx, rec); err != nil && !errors.Is(err, store.ErrConflict) {
 			return FireScheduleResult{}, err
 		}
 		return FireScheduleResult{Failed: msg, RunID: id, LineVersionID: v.ID}, nil
 	}
-	jobs, err := ResolveStageJobs(ctx, a.Definitions, m)
-	if errors.Is(err, ErrStageJobMissing) || errors.Is(err, ErrStageJobUnsupported) {
-		return failed("dispatch_failed", "the line run could not be dispatched: "+err.Error(), nil)
+	jobs, err := manifests.ResolveStageJobs(m, store.JobVersionLoader(ctx, a.Definitions))
+	if errors.Is(err, manifests.ErrStageJobMissing) || errors.Is(err, manifests.ErrStageJobUnsupported) {
+		return failed(run.DispatchFailed, "the line run could not be dispatched: "+err.Error(), "")
 	}
 	if err != nil {
 		return FireScheduleResult{}, err
 	}
-	var entry *string
+	var entry string
 	if len(m.Stages) > 0 {
-		entry = &m.Stages[0].ID
+		entry = m.Stages[0].ID
 	}
 	// The inputs are checked as a manual start's params are: against the
 	// entry job and every input binding, as the jobs resolve now.
-	params, ps := manifests.ApplyLineRunParams(&m, StageManifests(jobs), sc.Inputs)
+	params, ps := manifests.ApplyLineRunParams(&m, manifests.StageManifests(jobs), sc.Inputs)
 	if ps != nil {
-		return failed("stage_params_invalid", "the schedule's inputs do not fit the line's params: "+ps.Error(), entry)
+		return failed(run.StageParamsInvalid, "the schedule's inputs do not fit the line's params: "+ps.Error(), entry)
 	}
 	rec.RunParams = params
 	if _, err := a.Definitions.CreateLineRun(ctx, rec); err != nil && !errors.Is(err, store.ErrConflict) {

@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/api/serviceerror"
 
-	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/workflows"
 )
@@ -58,11 +57,11 @@ func lineRunJSON(r store.LineRun, detail bool) (map[string]any, error) {
 
 // resolveStageJobs loads the job version every stage runs now.
 func (s *Server) resolveStageJobs(ctx context.Context, m manifests.LineManifest) (map[string]workflows.StageJob, error) {
-	jobs, err := activities.ResolveStageJobs(ctx, s.store, m)
+	jobs, err := manifests.ResolveStageJobs(m, store.JobVersionLoader(ctx, s.store))
 	switch {
-	case errors.Is(err, activities.ErrStageJobMissing):
+	case errors.Is(err, manifests.ErrStageJobMissing):
 		return nil, httpError(http.StatusConflict, CodeInvalidRequest, "%v", err)
-	case errors.Is(err, activities.ErrStageJobUnsupported):
+	case errors.Is(err, manifests.ErrStageJobUnsupported):
 		return nil, invalid("run_agent_unsupported", err.Error()+"; the run was not started", "body")
 	}
 	return jobs, err
@@ -97,15 +96,15 @@ func (s *Server) startLineRun(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	params, ps := manifests.ApplyLineRunParams(&m, activities.StageManifests(jobs), req.Params)
+	params, ps := manifests.ApplyLineRunParams(&m, manifests.StageManifests(jobs), req.Params)
 	if ps != nil {
 		return problemsInvalid(ps)
 	}
-	run, err := s.launchLineJobs(ctx, name, v, m, jobs, params, store.TriggerSummary{Source: "manual", Payload: map[string]any{"source": "manual"}}, c.GetString(actorKey))
+	rec, err := s.launchLineJobs(ctx, name, v, m, jobs, params, store.TriggerSummary{Source: "manual", Payload: map[string]any{"source": "manual"}}, c.GetString(actorKey))
 	if err != nil {
 		return err
 	}
-	out, err := lineRunJSON(run, true)
+	out, err := lineRunJSON(rec, true)
 	if err != nil {
 		return err
 	}
@@ -125,35 +124,35 @@ func (s *Server) launchLine(ctx context.Context, name string, v store.LineVersio
 	if s.cfg.Runs == nil {
 		return store.LineRun{}, errNoEngine()
 	}
-	jobs, err := activities.ResolveStageJobs(ctx, s.store, m)
-	if errors.Is(err, activities.ErrStageJobMissing) || errors.Is(err, activities.ErrStageJobUnsupported) {
-		return s.failedLineRun(ctx, name, v, params, trigger, actor, "dispatch_failed", "the line run could not be dispatched: "+err.Error())
+	jobs, err := manifests.ResolveStageJobs(m, store.JobVersionLoader(ctx, s.store))
+	if errors.Is(err, manifests.ErrStageJobMissing) || errors.Is(err, manifests.ErrStageJobUnsupported) {
+		return s.failedLineRun(ctx, name, v, params, trigger, actor, run.DispatchFailed, "the line run could not be dispatched: "+err.Error())
 	}
 	if err != nil {
 		return store.LineRun{}, err
 	}
 	// The line's trigger config or the sender's payload is at fault when the
 	// params do not fit: the run's failure, as for a manual start's 422.
-	checked, ps := manifests.ApplyLineRunParams(&m, activities.StageManifests(jobs), params)
+	checked, ps := manifests.ApplyLineRunParams(&m, manifests.StageManifests(jobs), params)
 	if ps != nil {
-		return s.failedLineRun(ctx, name, v, params, trigger, actor, "stage_params_invalid",
+		return s.failedLineRun(ctx, name, v, params, trigger, actor, run.StageParamsInvalid,
 			"the trigger's params do not fit the line's params: "+strings.ReplaceAll(ps.Error(), "\n", "; "))
 	}
-	run, err := s.launchLineJobs(ctx, name, v, m, jobs, checked, trigger, actor)
+	rec, err := s.launchLineJobs(ctx, name, v, m, jobs, checked, trigger, actor)
 	if errors.Is(err, errNotDispatched) {
-		return run, nil
+		return rec, nil
 	}
-	return run, err
+	return rec, err
 }
 
 // failedLineRun records a line run that failed before it could start.
 func (s *Server) failedLineRun(ctx context.Context, name string, v store.LineVersion, params map[string]any,
-	trigger store.TriggerSummary, actor, code, msg string) (store.LineRun, error) {
-	vid, id, now := v.ID, store.NewID("lr_"), time.Now().UTC()
-	return s.store.CreateLineRun(ctx, store.LineRun{ID: id, LineName: name, Status: "failed", LineVersionID: &vid,
+	trigger store.TriggerSummary, actor string, code run.FailureCode, msg string) (store.LineRun, error) {
+	vid, id, now := v.ID, run.NewLineRunID(), s.now()
+	return s.store.CreateLineRun(ctx, store.LineRun{ID: id, LineName: name, Status: run.Failed, LineVersionID: &vid,
 		RunParams: params, Trigger: trigger, TriggeredByActor: map[string]any{"type": "token", "name": actor},
-		WorkflowID: workflows.LineRunWorkflowID(id), CreatedAt: now, StartedAt: &now, CompletedAt: &now, ErrorMessage: &msg,
-		Failure: &store.LineRunFailure{Code: &code, Domain: activities.FailureDomain(code, ""), ErrorMessage: &msg}})
+		WorkflowID: run.LineRunWorkflowID(id), CreatedAt: now, StartedAt: &now, CompletedAt: &now, ErrorMessage: &msg,
+		Failure: store.NewLineRunFailure(*run.NewFailure(code, msg))})
 }
 
 // errNotDispatched marks launchLineJobs' error when the run was recorded but
@@ -173,10 +172,10 @@ func (s *Server) launchLineJobs(ctx context.Context, name string, v store.LineVe
 		return store.LineRun{}, errNoEngine()
 	}
 	vid := v.ID
-	id := store.NewID("lr_")
-	run, err := s.store.CreateLineRun(ctx, store.LineRun{ID: id, LineName: name, Status: "queued", LineVersionID: &vid,
+	id := run.NewLineRunID()
+	rec, err := s.store.CreateLineRun(ctx, store.LineRun{ID: id, LineName: name, Status: run.Queued, LineVersionID: &vid,
 		RunParams: params, Trigger: trigger, TriggeredByActor: map[string]any{"type": "token", "name": actor},
-		WorkflowID: workflows.LineRunWorkflowID(id)})
+		WorkflowID: run.LineRunWorkflowID(id)})
 	if err != nil {
 		return store.LineRun{}, err
 	}
@@ -184,23 +183,23 @@ func (s *Server) launchLineJobs(ctx context.Context, name string, v store.LineVe
 	if err := s.dispatchLineRun(ctx, in); err != nil {
 		// dispatchLineRun recorded the failure; answer with the run as stored.
 		failed, gerr := s.store.GetLineRun(context.WithoutCancel(ctx), id)
-		if gerr != nil || failed.Status != "failed" {
-			return run, err
+		if gerr != nil || failed.Status != run.Failed {
+			return rec, err
 		}
 		return failed, fmt.Errorf("%w: %w", errNotDispatched, err)
 	}
-	return run, nil
+	return rec, nil
 }
 
 // dispatchLineRun starts the manager workflow, or marks the run failed with
 // dispatch_failed when the engine does not take it.
 func (s *Server) dispatchLineRun(ctx context.Context, in workflows.LineRunInput) error {
 	if err := s.cfg.Runs.StartLineRun(ctx, in); err != nil {
-		now := time.Now().UTC()
-		code, msg := "dispatch_failed", "the line run could not be dispatched: "+err.Error()
+		now := s.now()
+		f := run.NewFailure(run.DispatchFailed, "the line run could not be dispatched: "+err.Error())
 		_, _ = s.store.UpdateLineRun(context.WithoutCancel(ctx), in.RunID, func(r *store.LineRun) error {
-			r.Status, r.CompletedAt, r.ErrorMessage = "failed", &now, &msg
-			r.Failure = &store.LineRunFailure{Code: &code, Domain: "platform", ErrorMessage: &msg}
+			r.Status, r.CompletedAt, r.ErrorMessage = run.Failed, &now, &f.ErrorMessage
+			r.Failure = store.NewLineRunFailure(*f)
 			return nil
 		})
 		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept line run %s", in.RunID)
@@ -262,8 +261,6 @@ func (s *Server) getLineRun(c *gin.Context) error {
 	return nil
 }
 
-var finalLineStatuses = map[string]bool{"succeeded": true, "failed": true, "cancelled": true}
-
 func (s *Server) stopLineRun(c *gin.Context) error {
 	ctx := c.Request.Context()
 	var req stopRequest
@@ -274,7 +271,7 @@ func (s *Server) stopLineRun(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if !finalLineStatuses[r.Status] {
+	if !run.LineRun.Terminal(r.Status) {
 		if s.cfg.Runs == nil {
 			return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
 		}
@@ -285,14 +282,14 @@ func (s *Server) stopLineRun(c *gin.Context) error {
 		// The status is checked again inside the update: a run that ended
 		// since it was read is left unchanged.
 		if r, err = s.store.UpdateLineRun(ctx, r.ID, func(r *store.LineRun) error {
-			if !finalLineStatuses[r.Status] {
+			if !run.LineRun.Terminal(r.Status) {
 				r.StopReason = &reason
 			}
 			return nil
 		}); err != nil {
 			return err
 		}
-		if !finalLineStatuses[r.Status] {
+		if !run.LineRun.Terminal(r.Status) {
 			if err := s.cfg.Runs.CancelLineRun(ctx, r.ID); err != nil {
 				// The run may have ended between the read and the cancel:
 				// then the stop is a no-op, answered with the run as it is.
@@ -300,7 +297,7 @@ func (s *Server) stopLineRun(c *gin.Context) error {
 				if gerr != nil {
 					return gerr
 				}
-				if !finalLineStatuses[again.Status] && !workflowGone(err) {
+				if !run.LineRun.Terminal(again.Status) && !workflowGone(err) {
 					return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the stop of %s", r.ID)
 				}
 				r = again
@@ -367,7 +364,7 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 	plan, err := workflows.RetrySnapshot(old, from, func(id string) (store.JobRun, error) { return s.store.GetJobRun(ctx, id) })
 	if err != nil {
 		loc := "from_stage"
-		if old.Status != "failed" {
+		if old.Status != run.Failed {
 			loc = "action"
 		}
 		return invalid("retry_snapshot_invalid", strings.TrimSuffix(err.Error(), ": "+workflows.ErrRetrySnapshot.Error()), "body", loc)
@@ -390,13 +387,13 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 	if s.cfg.Runs == nil {
 		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
 	}
-	id := store.NewID("lr_")
+	id := run.NewLineRunID()
 	oldID := old.ID
-	plan.State.StartedAt = time.Now().UTC()
-	rec := store.LineRun{ID: id, LineName: old.LineName, Status: "queued", LineVersionID: old.LineVersionID,
+	plan.State.StartedAt = s.now()
+	rec := store.LineRun{ID: id, LineName: old.LineName, Status: run.Queued, LineVersionID: old.LineVersionID,
 		RunParams: old.RunParams, Trigger: old.Trigger, RetryOf: &oldID, Stages: plan.Stages, StageOutputs: plan.Outputs,
 		Transitions: plan.Transitions, TriggeredByActor: map[string]any{"type": "token", "name": c.GetString(actorKey)},
-		WorkflowID: workflows.LineRunWorkflowID(id)}
+		WorkflowID: run.LineRunWorkflowID(id)}
 	for _, st := range plan.Stages {
 		rec.ComputeCostCents += st.ComputeCostCents
 		rec.InferenceCostCents += st.InferenceCostCents
@@ -405,7 +402,7 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 		}
 	}
 	rec.TotalCostCents = rec.ComputeCostCents + rec.InferenceCostCents
-	run, err := s.store.CreateLineRun(ctx, rec)
+	created, err := s.store.CreateLineRun(ctx, rec)
 	if err != nil {
 		return err
 	}
@@ -414,7 +411,7 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 	if err := s.dispatchLineRun(ctx, in); err != nil {
 		return err
 	}
-	out, err := lineRunJSON(run, true)
+	out, err := lineRunJSON(created, true)
 	if err != nil {
 		return err
 	}

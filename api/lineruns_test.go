@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -137,7 +138,7 @@ func TestLineRunRetryCarries(t *testing.T) {
 		id := h.startLine(t, nil)
 		st := h.srv.store.(*store.Store)
 		ctx := context.Background()
-		mk := func(status string, params, outputs map[string]any) *string {
+		mk := func(status run.Status, params, outputs map[string]any) *string {
 			jr, err := st.CreateJobRun(ctx, store.JobRun{JobName: "x", Status: status, RunParams: params, ResultPayload: map[string]any{"outputs": outputs}})
 			if err != nil {
 				t.Fatal(err)
@@ -149,7 +150,7 @@ func TestLineRunRetryCarries(t *testing.T) {
 		c1 := mk("failed", map[string]any{"strict": true}, nil)
 		b2 := mk("succeeded", nil, map[string]any{"greeting": "b2"})
 		c2 := mk("failed", map[string]any{"strict": false}, nil)
-		code, stage := "stage_failed", "check"
+		code, stage := run.StageFailed, "check"
 		if _, err := st.UpdateLineRun(ctx, id, func(r *store.LineRun) error {
 			r.Status = "failed"
 			r.Stages = []store.LineRunStage{
@@ -161,7 +162,7 @@ func TestLineRunRetryCarries(t *testing.T) {
 			r.Transitions = []store.TakenTransition{{ID: "to-check", From: "build", To: "check", Iteration: 1}, {ID: "retry-build", From: "check", To: "build", Iteration: 1},
 				{ID: "to-check", From: "build", To: "check", Iteration: 2}}
 			r.StageOutputs = map[string]map[string]any{"build": {"greeting": "b2"}}
-			r.Failure = &store.LineRunFailure{Code: &code, Domain: "config", StageName: &stage}
+			r.Failure = &store.LineRunFailure{Code: &code, Domain: run.DomainConfig, StageName: &stage}
 			return nil
 		}); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/gin-gonic/gin"
+
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 // The OpenAPI 3 document of the API, built from the same route table the
@@ -43,6 +45,15 @@ func enum(values ...string) *openapi3.Schema {
 	s := str()
 	for _, v := range values {
 		s.Enum = append(s.Enum, v)
+	}
+	return s
+}
+
+// enumOf is the schema of a string enum of typed values.
+func enumOf[T ~string](values []T) *openapi3.Schema {
+	s := str()
+	for _, v := range values {
+		s.Enum = append(s.Enum, string(v))
 	}
 	return s
 }
@@ -145,7 +156,7 @@ func schemas() openapi3.Schemas {
 		"outcome": strN(), "job_run_id": strN(), "compute_cost_cents": integer(), "inference_cost_cents": integer(), "total_cost_cents": integer(),
 		"cost_rated_at": dtN(), "started_at": dtN(), "completed_at": dtN(), "artifact_count": integer(),
 		"carried": boolean()}, nil)
-	failureSchema := obj(map[string]*openapi3.Schema{"code": strN(), "domain": enum("platform", "config", "contract", "infra", "agent", "user", "unknown"),
+	failureSchema := obj(map[string]*openapi3.Schema{"code": strN(), "domain": enumOf(run.Domains()),
 		"error_code": strN(), "failure_class": strN(), "error_message": strN(), "stage_name": strN(), "stage_step": strN(), "task_name": strN(),
 		"error_details": freeObjectN()}, nil)
 	failureSchema.Nullable = true

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/workflows"
 )
@@ -45,7 +46,6 @@ type RunStore interface {
 }
 
 // Job run statuses that are final.
-var finalStatuses = map[string]bool{"succeeded": true, "failed": true, "cancelled": true, "timed_out": true}
 
 type startJobRunRequest struct {
 	Params    map[string]any `json:"params"`
@@ -91,28 +91,25 @@ func (s *Server) startJobRun(c *gin.Context) error {
 	if s.cfg.Runs == nil {
 		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine (roles without Temporal)")
 	}
-	id := store.NewID("jr_")
-	run, err := s.store.CreateJobRun(ctx, store.JobRun{ID: id, JobName: name, JobVersionID: v.ID, Status: "queued",
-		RunParams: params, WorkflowID: workflows.JobRunWorkflowID(id)})
+	id := run.NewJobRunID()
+	rec, err := s.store.CreateJobRun(ctx, store.JobRun{ID: id, JobName: name, JobVersionID: v.ID, Status: run.Queued,
+		RunParams: params, WorkflowID: run.JobRunWorkflowID(id)})
 	if err != nil {
 		return err
 	}
 	in := workflows.JobRunInput{RunID: id, JobName: name, JobVersionID: v.ID, Manifest: m, Params: params}
 	if err := s.cfg.Runs.StartJobRun(ctx, in); err != nil {
-		now := time.Now().UTC()
-		msg := "the run could not be dispatched: " + err.Error()
+		now := s.now()
 		_, _ = s.store.UpdateJobRun(context.WithoutCancel(ctx), id, func(r *store.JobRun) error {
-			r.Status, r.CompletedAt = "failed", &now
-			r.ErrorMessage, r.ErrorCode, r.FailureClass = &msg, strPtr("BAD_GATEWAY"), strPtr("platform")
+			r.CompletedAt = &now
+			r.SetOutcome(run.Fail(run.CodeBadGateway, run.ClassPlatform, "the run could not be dispatched: "+err.Error()))
 			return nil
 		})
 		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the run %s", id)
 	}
-	c.JSON(http.StatusCreated, run)
+	c.JSON(http.StatusCreated, rec)
 	return nil
 }
-
-func strPtr(s string) *string { return &s }
 
 func (s *Server) listJobRuns(c *gin.Context) error {
 	ctx := c.Request.Context()
@@ -120,8 +117,8 @@ func (s *Server) listJobRuns(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	status := c.Query("status")
-	if status != "" && !finalStatuses[status] && status != "queued" && status != "running" {
+	status := run.Status(c.Query("status"))
+	if status != "" && !run.JobRun.Valid(status) {
 		return invalid("enum", "status must be one of queued, running, succeeded, failed, cancelled, timed_out", "query", "status")
 	}
 	if _, err := s.store.GetJob(ctx, c.Param("name")); err != nil {
@@ -161,7 +158,7 @@ func (s *Server) stopJobRun(c *gin.Context) error {
 	if r.JobName != c.Param("name") {
 		return httpError(http.StatusNotFound, CodeNotFound, "job run %q is not a run of job %q", r.ID, c.Param("name"))
 	}
-	if finalStatuses[r.Status] {
+	if run.JobRun.Terminal(r.Status) {
 		c.JSON(http.StatusAccepted, r) // stopping a finished run changes nothing
 		return nil
 	}
@@ -173,7 +170,7 @@ func (s *Server) stopJobRun(c *gin.Context) error {
 		reason = *req.Reason
 	}
 	r, err = s.store.UpdateJobRun(ctx, r.ID, func(r *store.JobRun) error {
-		if finalStatuses[r.Status] {
+		if run.JobRun.Terminal(r.Status) {
 			return errRunFinished // it finished meanwhile: never touch a finished run
 		}
 		r.StopReason = &reason
@@ -188,7 +185,7 @@ func (s *Server) stopJobRun(c *gin.Context) error {
 	if err := s.cfg.Runs.CancelJobRun(ctx, r.ID); err != nil {
 		// The engine refuses to cancel a workflow that has just completed:
 		// the run is then final (or about to be), and the stop is moot.
-		if cur, gerr := s.store.GetJobRun(ctx, r.ID); gerr == nil && finalStatuses[cur.Status] {
+		if cur, gerr := s.store.GetJobRun(ctx, r.ID); gerr == nil && run.JobRun.Terminal(cur.Status) {
 			c.JSON(http.StatusAccepted, cur)
 			return nil
 		}
@@ -213,19 +210,19 @@ func (s *Server) answerStop(c *gin.Context, id string) error {
 // resolveLogStep turns the step query of the logs endpoint into the key
 // logs are stored under, "<task>/<step>". A bare step name is accepted
 // when exactly one task has a step of that name; several is a 422.
-func resolveLogStep(run store.JobRun, step string) (string, error) {
+func resolveLogStep(jr store.JobRun, step string) (string, error) {
 	if step == "" {
 		return step, nil
 	}
 	var matches []string
-	for _, e := range run.StepTimeline {
+	for _, e := range jr.StepTimeline {
 		if e.Name == step || e.TaskName+"/"+e.Name == step {
 			matches = append(matches, e.TaskName+"/"+e.Name)
 		}
 	}
 	switch len(matches) {
 	case 0:
-		if len(run.StepTimeline) == 0 {
+		if len(jr.StepTimeline) == 0 {
 			return step, nil // the run has not laid out its steps yet
 		}
 		return "", invalid("value_error", fmt.Sprintf("the run has no step %q (steps are named task/step, or by a bare name when one task has it)", step), "query", "step")
@@ -245,11 +242,11 @@ type logEvent struct {
 func (s *Server) jobRunLogs(c *gin.Context) error {
 	ctx := c.Request.Context()
 	id, step := c.Param("run_id"), c.Query("step")
-	run, err := s.store.GetJobRun(ctx, id)
+	jr, err := s.store.GetJobRun(ctx, id)
 	if err != nil {
 		return err
 	}
-	if step, err = resolveLogStep(run, step); err != nil {
+	if step, err = resolveLogStep(jr, step); err != nil {
 		return err
 	}
 	follow := strings.Contains(c.GetHeader("Accept"), "text/event-stream")
@@ -311,7 +308,7 @@ func (s *Server) jobRunLogs(c *gin.Context) error {
 			}
 		}
 		c.Writer.Flush()
-		if finalStatuses[r.Status] {
+		if run.JobRun.Terminal(r.Status) {
 			c.SSEvent("end", gin.H{"status": r.Status})
 			c.Writer.Flush()
 			return nil

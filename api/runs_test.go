@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/workflows"
 )
@@ -91,10 +92,10 @@ func TestJobRunEndpoints(t *testing.T) {
 
 		r := h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"params": map[string]any{"who": "ann"}}, scope: ScopeWrite})
 		expect(t, r, http.StatusCreated)
-		run := r.json(t)
-		id := run["id"].(string)
-		if !strings.HasPrefix(id, "jr_") || run["status"] != "queued" || run["run_params"].(map[string]any)["who"] != "ann" {
-			t.Fatalf("started run: %v", run)
+		started := r.json(t)
+		id := started["id"].(string)
+		if !strings.HasPrefix(id, "jr_") || started["status"] != "queued" || started["run_params"].(map[string]any)["who"] != "ann" {
+			t.Fatalf("started run: %v", started)
 		}
 		if len(runs.started) != 1 || runs.started[0].RunID != id || runs.started[0].Params["who"] != "ann" {
 			t.Fatalf("engine got %+v", runs.started)
@@ -176,11 +177,11 @@ func TestLineRunEndpoints(t *testing.T) {
 
 		r := h.do(req{method: "POST", path: "/factory/lines/build-until-green/runs", body: map[string]any{"params": map[string]any{"who": "ann"}}, scope: ScopeWrite})
 		expect(t, r, http.StatusCreated)
-		run := r.json(t)
-		id := run["id"].(string)
-		if !strings.HasPrefix(id, "lr_") || run["status"] != "queued" || run["trigger"].(map[string]any)["source"] != "manual" ||
-			run["triggered_by_actor"].(map[string]any)["name"] != "test-write" {
-			t.Fatalf("started line run: %v", run)
+		started := r.json(t)
+		id := started["id"].(string)
+		if !strings.HasPrefix(id, "lr_") || started["status"] != "queued" || started["trigger"].(map[string]any)["source"] != "manual" ||
+			started["triggered_by_actor"].(map[string]any)["name"] != "test-write" {
+			t.Fatalf("started line run: %v", started)
 		}
 		if len(runs.lines) != 1 || len(runs.lines[0].Jobs) != 3 || runs.lines[0].Jobs["check"].JobName != "check" || runs.lines[0].Params["who"] != "ann" {
 			t.Fatalf("engine got %+v", runs.lines)
@@ -215,11 +216,11 @@ func TestLineRunEndpoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stage, code := "check", "stage_failed"
+		stage, code := "check", run.StageFailed
 		if _, err := st.UpdateLineRun(context.Background(), id, func(r *store.LineRun) error {
 			r.Status = "failed"
 			r.Stages = []store.LineRunStage{{StageName: "build", StageOrder: 1, Iteration: 1, Status: "succeeded"}, {StageName: "check", StageOrder: 2, Iteration: 1, Status: "failed", JobRunID: &jr.ID}}
-			r.Failure = &store.LineRunFailure{Code: &code, Domain: "config", StageName: &stage}
+			r.Failure = &store.LineRunFailure{Code: &code, Domain: run.DomainConfig, StageName: &stage}
 			return nil
 		}); err != nil {
 			t.Fatal(err)

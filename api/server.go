@@ -230,6 +230,9 @@ func (s *Server) requestIDMiddleware(c *gin.Context) {
 	c.Next()
 }
 
+// now is the server's clock in UTC.
+func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
+
 func (s *Server) logMiddleware(c *gin.Context) {
 	start := time.Now()
 	c.Next()

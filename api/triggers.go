@@ -129,7 +129,7 @@ func (s *Server) webhook(c *gin.Context) error {
 	}
 	event := strings.TrimSpace(c.GetHeader("X-Event-Name"))
 	envelope := map[string]any{"source": "webhook", "path": path, "delivery_id": delivery, "event_name": nilIfEmpty(event), "body": body}
-	trig := store.TriggerSummary{Source: "webhook", DeliveryID: &delivery, EventName: strPtrOrNil(event), Payload: envelope}
+	trig := store.TriggerSummary{Source: "webhook", DeliveryID: &delivery, EventName: nonEmpty(event), Payload: envelope}
 	var launches []lineLaunch
 	for _, l := range lines {
 		t := l.manifest.Trigger
@@ -214,7 +214,7 @@ func nilIfEmpty(s string) any {
 	return s
 }
 
-func strPtrOrNil(s string) *string {
+func nonEmpty(s string) *string {
 	if s == "" {
 		return nil
 	}
@@ -258,7 +258,7 @@ func (s *Server) integrationEvent(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	trig := store.TriggerSummary{Source: "integration", Provider: &provider, DeliveryID: &delivery, EventName: strPtrOrNil(event), Payload: envelope}
+	trig := store.TriggerSummary{Source: "integration", Provider: &provider, DeliveryID: &delivery, EventName: nonEmpty(event), Payload: envelope}
 	var launches []lineLaunch
 	for _, l := range lines {
 		t := l.manifest.Trigger

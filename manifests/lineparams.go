@@ -232,7 +232,7 @@ func ApplyLineParams(inputs []LineInput, given map[string]any) (map[string]any, 
 			continue
 		}
 		d := in.Definition
-		s := JobParamSpec{Type: d.Type, Required: boolp(d.Required), Enum: d.Enum}
+		s := JobParamSpec{Type: d.Type, Required: new(d.Required), Enum: d.Enum}
 		if d.Items != nil {
 			s.Items = *d.Items
 		}

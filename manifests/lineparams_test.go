@@ -17,12 +17,12 @@ func always() *Condition { return &Condition{Op: OpAlways} }
 // stage does not bind is filled from the run param of the same name, so it
 // is an (optional) input of the line; one every transition binds is not.
 func TestLineInputsFillByName(t *testing.T) {
-	req := JobParamSpec{Type: TypeString, Required: boolp(true), Description: "Needed by b.", Pattern: "^[a-z]+$"}
+	req := JobParamSpec{Type: TypeString, Required: new(true), Description: "Needed by b.", Pattern: "^[a-z]+$"}
 	jobs := map[string]*JobManifest{
 		"a": paramsJob(map[string]JobParamSpec{"who": {Type: TypeString, Default: "world"}}),
-		"b": paramsJob(map[string]JobParamSpec{"req": req, "lit": {Type: TypeInteger, Required: boolp(true)}}),
+		"b": paramsJob(map[string]JobParamSpec{"req": req, "lit": {Type: TypeInteger, Required: new(true)}}),
 		"c": paramsJob(map[string]JobParamSpec{"opt": {Type: TypeBoolean}, "bound": {Type: TypeString}}),
-		"z": paramsJob(map[string]JobParamSpec{"never": {Type: TypeString, Required: boolp(true)}}),
+		"z": paramsJob(map[string]JobParamSpec{"never": {Type: TypeString, Required: new(true)}}),
 	}
 	m := &LineManifest{
 		Stages: []LineStage{{ID: "a", Job: "hello"}, {ID: "b", Job: "needs"}, {ID: "c", Job: "more"}, {ID: "z", Job: "orphan"}},

@@ -87,7 +87,7 @@ func TestRender(t *testing.T) {
 func TestApplyParams(t *testing.T) {
 	specs := map[string]JobParamSpec{
 		"branch": {Type: TypeString, Default: "main", Prefix: "m"},
-		"count":  {Type: TypeInteger, Required: boolp(true)},
+		"count":  {Type: TypeInteger, Required: new(true)},
 		"mode":   {Type: TypeString, Enum: []any{"a", "b"}, Default: "a"},
 		"tags":   {Type: TypeArray, Items: TypeString, Default: []any{}},
 	}
@@ -182,9 +182,9 @@ func TestReduceOutputs(t *testing.T) {
 		Outputs: map[string]JobOutputSpec{
 			"one":     {Type: TypeString, Reduce: ReduceOne},
 			"last":    {Type: TypeString, Reduce: ReduceLast},
-			"collect": {Type: TypeInteger, Reduce: ReduceCollect, Required: boolp(false)},
+			"collect": {Type: TypeInteger, Reduce: ReduceCollect, Required: new(false)},
 			"gather":  {Type: TypeArray, Items: TypeString, Reduce: ReduceGather},
-			"scalars": {Type: TypeInteger, Reduce: ReduceGather, Required: boolp(false)},
+			"scalars": {Type: TypeInteger, Reduce: ReduceGather, Required: new(false)},
 		},
 	}
 	writes := []OutputWrite{

@@ -8,18 +8,15 @@ import (
 	"fmt"
 )
 
-func boolp(b bool) *bool { return &b }
-func intp(n int) *int    { return &n }
-
 func defBool(p **bool, b bool) {
 	if *p == nil {
-		*p = boolp(b)
+		*p = new(b)
 	}
 }
 
 func defInt(p **int, n int) {
 	if *p == nil {
-		*p = intp(n)
+		*p = new(n)
 	}
 }
 

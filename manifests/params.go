@@ -69,7 +69,7 @@ func declared(specs map[string]JobParamSpec) string {
 func ParamSpecs(defs []JobParamDefinition) map[string]JobParamSpec {
 	specs := make(map[string]JobParamSpec, len(defs))
 	for _, d := range defs {
-		s := JobParamSpec{Type: d.Type, Required: boolp(d.Required), Enum: d.Enum}
+		s := JobParamSpec{Type: d.Type, Required: new(d.Required), Enum: d.Enum}
 		if d.Items != nil {
 			s.Items = *d.Items
 		}

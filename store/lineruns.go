@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 // TriggerSummary says what started a line run.
@@ -22,7 +24,7 @@ type LineRunStage struct {
 	StageName          string     `json:"stage_name"`
 	StageOrder         int        `json:"stage_order"`
 	Iteration          int        `json:"iteration"`
-	Status             string     `json:"status"`
+	Status             run.Status `json:"status"`
 	Outcome            *string    `json:"outcome"`
 	JobRunID           *string    `json:"job_run_id"`
 	ComputeCostCents   int64      `json:"compute_cost_cents"`
@@ -39,15 +41,15 @@ type LineRunStage struct {
 
 // LineRunFailure classifies why a line run failed and who must fix it.
 type LineRunFailure struct {
-	Code         *string        `json:"code"`
-	Domain       string         `json:"domain"`
-	ErrorCode    *string        `json:"error_code"`
-	FailureClass *string        `json:"failure_class"`
-	ErrorMessage *string        `json:"error_message"`
-	StageName    *string        `json:"stage_name"`
-	StageStep    *string        `json:"stage_step"`
-	TaskName     *string        `json:"task_name"`
-	ErrorDetails map[string]any `json:"error_details"`
+	Code         *run.FailureCode `json:"code"`
+	Domain       run.Domain       `json:"domain"`
+	ErrorCode    *string          `json:"error_code"`
+	FailureClass *string          `json:"failure_class"`
+	ErrorMessage *string          `json:"error_message"`
+	StageName    *string          `json:"stage_name"`
+	StageStep    *string          `json:"stage_step"`
+	TaskName     *string          `json:"task_name"`
+	ErrorDetails map[string]any   `json:"error_details"`
 }
 
 // ManagerTurn is one Temporal run of a line's manager workflow.
@@ -71,7 +73,7 @@ type TakenTransition struct {
 type LineRun struct {
 	ID                 string                    `json:"id"`
 	LineName           string                    `json:"line_name"`
-	Status             string                    `json:"status"`
+	Status             run.Status                `json:"status"`
 	Trigger            TriggerSummary            `json:"trigger"`
 	CreatedAt          time.Time                 `json:"created_at"`
 	LineVersionID      *string                   `json:"line_version_id"`
@@ -100,7 +102,7 @@ type LineRun struct {
 // LineRunFilter selects line runs; empty fields match all.
 type LineRunFilter struct {
 	LineName string
-	Status   string
+	Status   run.Status
 	Limit    int
 	Offset   int
 }
@@ -150,7 +152,7 @@ func lineRunRow(r LineRun) lineRunModel {
 	if r.RetryOf != nil {
 		delivery = ""
 	}
-	return lineRunModel{ID: r.ID, LineName: r.LineName, Status: r.Status, TriggerSource: r.Trigger.Source,
+	return lineRunModel{ID: r.ID, LineName: r.LineName, Status: string(r.Status), TriggerSource: r.Trigger.Source,
 		DeliveryID: delivery, CreatedAt: r.CreatedAt, Doc: JSON[LineRun]{r}}
 }
 
@@ -181,7 +183,7 @@ func (s *Store) migrateLineRuns(ctx context.Context) error {
 // started a run of the same line (a repeated delivery).
 func (s *Store) CreateLineRun(ctx context.Context, r LineRun) (LineRun, error) {
 	if r.ID == "" {
-		r.ID = NewID("lr_")
+		r.ID = run.NewLineRunID()
 	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = s.now()
@@ -211,7 +213,7 @@ func (s *Store) ListLineRuns(ctx context.Context, f LineRunFilter) ([]LineRun, e
 		q = q.Where("line_name = ?", f.LineName)
 	}
 	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
+		q = q.Where("status = ?", string(f.Status))
 	}
 	var rows []lineRunModel
 	if err := q.Order("created_at desc, id desc").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
@@ -253,7 +255,7 @@ func (s *Store) UpdateLineRun(ctx context.Context, id string, change func(*LineR
 		r.ID = id
 		normalizeLineRun(&r)
 		out = r
-		return tx.Model(&lineRunModel{}).Where("id = ?", id).Updates(map[string]any{"status": r.Status, "doc": JSON[LineRun]{r}}).Error
+		return tx.Model(&lineRunModel{}).Where("id = ?", id).Updates(map[string]any{"status": string(r.Status), "doc": JSON[LineRun]{r}}).Error
 	})
 	return out, translate(err, fmt.Sprintf("update line run %q", id))
 }

@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 // StepTimelineEntry is one step of a job run as SPEC shows it.
 type StepTimelineEntry struct {
 	Name             string         `json:"name"`
 	Action           string         `json:"action"`
-	Status           string         `json:"status"`
+	Status           run.Status     `json:"status"`
 	TaskName         string         `json:"task_name"`
 	SandboxName      *string        `json:"sandbox_name"`
 	AgentSessionID   *string        `json:"agent_session_id"`
@@ -32,7 +34,7 @@ type JobRun struct {
 	ID                 string              `json:"id"`
 	JobName            string              `json:"job_name"`
 	JobVersionID       string              `json:"job_version_id"`
-	Status             string              `json:"status"`
+	Status             run.Status          `json:"status"`
 	Region             *string             `json:"region"`
 	RunParams          map[string]any      `json:"run_params"`
 	ResultPayload      map[string]any      `json:"result_payload"`
@@ -59,7 +61,7 @@ type JobRun struct {
 // JobRunFilter selects job runs; empty fields match all.
 type JobRunFilter struct {
 	JobName   string
-	Status    string
+	Status    run.Status
 	LineRunID string
 	Limit     int
 	Offset    int
@@ -79,13 +81,13 @@ func (jobRunModel) TableName() string { return "job_runs" }
 // CreateJobRun stores a new job run; ID and CreatedAt are set when empty.
 func (s *Store) CreateJobRun(ctx context.Context, r JobRun) (JobRun, error) {
 	if r.ID == "" {
-		r.ID = NewID("jr_")
+		r.ID = run.NewJobRunID()
 	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = s.now()
 	}
 	normalizeJobRun(&r)
-	m := jobRunModel{ID: r.ID, JobName: r.JobName, Status: r.Status, LineRunID: deref(r.LineRunID), CreatedAt: r.CreatedAt, Doc: JSON[JobRun]{r}}
+	m := jobRunModel{ID: r.ID, JobName: r.JobName, Status: string(r.Status), LineRunID: deref(r.LineRunID), CreatedAt: r.CreatedAt, Doc: JSON[JobRun]{r}}
 	if err := s.db.WithContext(ctx).Create(&m).Error; err != nil {
 		return JobRun{}, translate(err, "create job run")
 	}
@@ -102,13 +104,6 @@ func normalizeJobRun(r *JobRun) {
 	if r.ArtifactRefs == nil {
 		r.ArtifactRefs = []map[string]any{}
 	}
-}
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }
 
 // GetJobRun returns a job run by id.
@@ -128,7 +123,7 @@ func (s *Store) ListJobRuns(ctx context.Context, f JobRunFilter) ([]JobRun, erro
 		q = q.Where("job_name = ?", f.JobName)
 	}
 	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
+		q = q.Where("status = ?", string(f.Status))
 	}
 	if f.LineRunID != "" {
 		q = q.Where("line_run_id = ?", f.LineRunID)
@@ -161,7 +156,7 @@ func (s *Store) UpdateJobRun(ctx context.Context, id string, change func(*JobRun
 		normalizeJobRun(&r)
 		out = r
 		return tx.Model(&jobRunModel{}).Where("id = ?", id).Updates(map[string]any{
-			"status": r.Status, "line_run_id": deref(r.LineRunID), "doc": JSON[JobRun]{r},
+			"status": string(r.Status), "line_run_id": deref(r.LineRunID), "doc": JSON[JobRun]{r},
 		}).Error
 	})
 	return out, translate(err, fmt.Sprintf("update job run %q", id))

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql/driver"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,12 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
+
+	"github.com/linefactory/linefactory/manifests/run"
 	"gorm.io/gorm/schema"
 	sqlitedrv "modernc.org/sqlite" // registers the "sqlite" database/sql driver, shared with the embedded Temporal server
 	sqlite3 "modernc.org/sqlite/lib"
@@ -162,13 +162,7 @@ func (s *Store) now() time.Time { return s.Now().UTC() }
 
 // NewID returns a new opaque, time-sortable id with the given prefix, such as
 // "jr_0190f3c2…".
-func NewID(prefix string) string {
-	u, err := uuid.NewV7()
-	if err != nil {
-		u = uuid.New()
-	}
-	return prefix + hex.EncodeToString(u[:])
-}
+func NewID(prefix string) string { return run.NewID(prefix) }
 
 // translate maps GORM errors to the store's sentinels.
 func translate(err error, what string) error {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/store/storetest"
 )
@@ -253,10 +254,9 @@ func TestLineRunsAndSchedules(t *testing.T) {
 		if err != nil || len(found) != 1 || found[0].ID != r.ID {
 			t.Fatalf("by delivery: %+v %v", found, err)
 		}
-		code := "no_route"
 		if _, err := s.UpdateLineRun(ctx, r.ID, func(r *store.LineRun) error {
-			r.Status = "failed"
-			r.Failure = &store.LineRunFailure{Code: &code, Domain: "config"}
+			r.Status = run.Failed
+			r.Failure = &store.LineRunFailure{Code: new(run.NoRoute), Domain: run.DomainConfig}
 			return nil
 		}); err != nil {
 			t.Fatal(err)

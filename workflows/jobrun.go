@@ -12,6 +12,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 // TaskQueue is the task queue of every Linefactory workflow and activity.
@@ -20,9 +21,6 @@ const TaskQueue = "linefactory"
 // JobRunWorkflowName is the registered name of JobRunWorkflow (a wire
 // contract: rename only with a plan).
 const JobRunWorkflowName = "JobRun"
-
-// JobRunWorkflowID is the workflow ID of a job run.
-func JobRunWorkflowID(runID string) string { return "jobrun/" + runID }
 
 // JobRunInput starts a job run: the job version's manifest snapshot and the
 // params, already validated with defaults applied.
@@ -64,17 +62,29 @@ const StopSignal = "stop-note"
 // StopNote is why a job run is cancelled: its error code, failure class and
 // message.
 type StopNote struct {
-	Code, Class, Message string
+	Code    string
+	Class   run.FailureClass
+	Message string
+}
+
+// cancelled is the outcome of a run cancelled for this note.
+func (n StopNote) cancelled() run.Outcome {
+	return run.Outcome{Status: run.Cancelled, ErrorCode: n.Code, FailureClass: n.Class, ErrorMessage: n.Message}
 }
 
 // stopNote is the StopNote signalled to the run, or a user's stop.
 func stopNote(ctx workflow.Context) StopNote {
-	note := StopNote{Code: "CANCELLED", Class: "user", Message: "the run was stopped"}
+	note := StopNote{Code: run.CodeCancelled, Class: run.ClassUser, Message: "the run was stopped"}
 	var got StopNote
 	if workflow.GetSignalChannel(ctx, StopSignal).ReceiveAsync(&got) && got.Code != "" {
 		note = got
 	}
 	return note
+}
+
+// timeoutOutcome is the outcome of a run or step cut off by run.timeout.
+func timeoutOutcome(msg string) run.Outcome {
+	return run.Outcome{Status: run.TimedOut, ErrorCode: run.CodeTimeout, FailureClass: run.ClassConfig, ErrorMessage: msg}
 }
 
 // taskOutcome is what running one task produced.
@@ -121,15 +131,12 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	}
 	if err := workflow.ExecuteLocalActivity(book, a.StartRun, activities.StartRunInput{RunID: in.RunID, Manifest: m}).Get(book, nil); err != nil {
 		if ctx.Err() != nil { // stopped before it started: the record must not stay queued
-			note := stopNote(ctx)
-			return finish(activities.FinishRunInput{Status: activities.StatusCancelled, ErrorCode: note.Code,
-				ErrorMessage: note.Message, FailureClass: note.Class})
+			return finish(activities.FinishRunInput{Outcome: stopNote(ctx).cancelled()})
 		}
-		return finish(activities.FinishRunInput{Status: activities.StatusFailed, ErrorCode: "INTERNAL_ERROR",
-			ErrorMessage: "the run could not be started: " + err.Error(), FailureClass: "platform"})
+		return finish(activities.FinishRunInput{Outcome: run.Fail(run.CodeInternalError, run.ClassPlatform, "the run could not be started: "+err.Error())})
 	}
 	if msg := manifests.UnsupportedStep(m); msg != "" {
-		return finish(activities.FinishRunInput{Status: activities.StatusFailed, ErrorCode: "RUN_AGENT_UNSUPPORTED", ErrorMessage: msg, FailureClass: "config"})
+		return finish(activities.FinishRunInput{Outcome: run.Fail(run.CodeRunAgentUnsupported, run.ClassConfig, msg)})
 	}
 
 	runCtx, cancelRun := workflow.WithCancel(ctx)
@@ -189,7 +196,7 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 		}
 	}
 
-	fin := activities.FinishRunInput{Status: activities.StatusSucceeded}
+	fin := activities.FinishRunInput{Outcome: run.Outcome{Status: run.Succeeded}}
 	for i, o := range outcomes {
 		fin.Writes = append(fin.Writes, o.writes...)
 		fin.ComputeCostCents += o.cost
@@ -203,24 +210,19 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 		}
 		if o.interrupted != "" && timedOut {
 			fin.Steps = append(fin.Steps, activities.RunStepResult{Task: m.Run.Tasks[i].Name, Step: o.interrupted,
-				Status: activities.StatusTimedOut, ErrorCode: "TIMEOUT", FailureClass: "config",
-				ErrorMessage: fmt.Sprintf("interrupted by run.timeout %s", m.Run.Timeout)})
+				Outcome: timeoutOutcome(fmt.Sprintf("interrupted by run.timeout %s", m.Run.Timeout))})
 		}
 	}
 	switch {
 	case ctx.Err() != nil: // the run was stopped
-		note := stopNote(ctx)
-		fin.Status, fin.ErrorCode, fin.FailureClass = activities.StatusCancelled, note.Code, note.Class
-		fin.ErrorMessage = note.Message
+		fin.Outcome = stopNote(ctx).cancelled()
 	case timedOut:
-		fin.Status, fin.ErrorCode, fin.FailureClass = activities.StatusTimedOut, "TIMEOUT", "config"
-		fin.ErrorMessage = fmt.Sprintf("the run exceeded run.timeout %s", m.Run.Timeout)
+		fin.Outcome = timeoutOutcome(fmt.Sprintf("the run exceeded run.timeout %s", m.Run.Timeout))
 	case anyFailed:
-		fin.Status = activities.StatusFailed
 		for _, o := range outcomes {
 			if o.failed {
 				f := o.failure
-				fin.ErrorCode, fin.ErrorMessage, fin.FailureClass = f.ErrorCode, f.ErrorMessage, f.FailureClass
+				fin.Outcome = run.Fail(f.ErrorCode, f.FailureClass, f.ErrorMessage)
 				fin.FailedTask, fin.FailedStep = f.Task, f.Step
 				break
 			}
@@ -305,7 +307,7 @@ func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti 
 			res = activities.StepFailureFromError(task.Name, name, err)
 		}
 		out.cost += res.ComputeCostCents
-		if res.Status != activities.StatusSucceeded {
+		if res.Status != run.Succeeded {
 			out.failed = true
 			out.failure = res
 			return out

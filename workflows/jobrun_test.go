@@ -29,6 +29,7 @@ import (
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/activities/sandbox"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -150,8 +151,8 @@ func loadExample(t *testing.T, name string) manifests.JobManifest {
 // run executes the workflow to completion and returns its result and record.
 func (f *fixture) run(t *testing.T, m manifests.JobManifest, params map[string]any, setup func(env *testsuite.TestWorkflowEnvironment)) (JobRunResult, store.JobRun) {
 	t.Helper()
-	id := store.NewID("jr_")
-	f.store.runs[id] = store.JobRun{ID: id, Status: activities.StatusQueued}
+	id := run.NewJobRunID()
+	f.store.runs[id] = store.JobRun{ID: id, Status: run.Queued}
 	env := f.suite.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(JobRunWorkflow, workflowOptions())
 	env.RegisterActivity(f.acts)
@@ -178,7 +179,7 @@ func (f *fixture) run(t *testing.T, m manifests.JobManifest, params map[string]a
 func TestJobRunOutputsAcrossTasks(t *testing.T) {
 	f := newFixture(t)
 	res, rec := f.run(t, loadExample(t, "fanout-build"), nil, nil)
-	if res.Status != activities.StatusSucceeded {
+	if res.Status != run.Succeeded {
 		t.Fatalf("status %s: %s %s", res.Status, res.ErrorCode, res.ErrorMessage)
 	}
 	want := map[string]any{"size": []any{10.0, 20.0, 30.0}, "artifacts": []any{"a.bin", "b.bin", "b.sym"}, "last_task": "build-b"}
@@ -188,11 +189,11 @@ func TestJobRunOutputsAcrossTasks(t *testing.T) {
 			t.Errorf("outputs.%s = %v, want %v", k, got[k], w)
 		}
 	}
-	if rec.Status != activities.StatusSucceeded || rec.StartedAt == nil || rec.CompletedAt == nil || rec.CostRatedAt == nil {
+	if rec.Status != run.Succeeded || rec.StartedAt == nil || rec.CompletedAt == nil || rec.CostRatedAt == nil {
 		t.Fatalf("record: %+v", rec)
 	}
 	for _, e := range rec.StepTimeline {
-		if e.Status != activities.StatusSucceeded || e.ExitCode == nil || *e.ExitCode != 0 || e.SandboxName == nil {
+		if e.Status != run.Succeeded || e.ExitCode == nil || *e.ExitCode != 0 || e.SandboxName == nil {
 			t.Errorf("timeline entry %+v", e)
 		}
 	}
@@ -201,7 +202,7 @@ func TestJobRunOutputsAcrossTasks(t *testing.T) {
 func TestJobRunParamsAndLogs(t *testing.T) {
 	f := newFixture(t)
 	res, rec := f.run(t, loadExample(t, "hello"), map[string]any{"who": "ann"}, nil)
-	if res.Status != activities.StatusSucceeded || rec.ResultPayload["outputs"].(map[string]any)["greeting"] != "hello ann" {
+	if res.Status != run.Succeeded || rec.ResultPayload["outputs"].(map[string]any)["greeting"] != "hello ann" {
 		t.Fatalf("result %+v payload %v", res, rec.ResultPayload)
 	}
 	if logs := string(f.store.logs[rec.ID+"/greet/say/stdout"]); logs != "hello ann\n" {
@@ -298,15 +299,15 @@ run_agent = { mode = "exec", harness = "custom", command = ["true"] }
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			res, rec := f.run(t, parseJob(t, tc.manifest), nil, nil)
-			if res.Status != tc.status || res.ErrorCode != tc.code || res.FailureClass != tc.class {
+			if string(res.Status) != tc.status || res.ErrorCode != tc.code || string(res.FailureClass) != tc.class {
 				t.Fatalf("got %s/%s/%s (%s), want %s/%s/%s", res.Status, res.ErrorCode, res.FailureClass, res.ErrorMessage, tc.status, tc.code, tc.class)
 			}
-			if rec.Status != tc.status || rec.ErrorCode == nil || *rec.ErrorCode != tc.code || rec.ErrorMessage == nil {
+			if string(rec.Status) != tc.status || rec.ErrorCode == nil || *rec.ErrorCode != tc.code || rec.ErrorMessage == nil {
 				t.Fatalf("record: %+v", rec)
 			}
 			var got []string
 			for _, e := range rec.StepTimeline {
-				got = append(got, e.Status)
+				got = append(got, string(e.Status))
 			}
 			if strings.Join(got, ",") != strings.Join(tc.timeline, ",") {
 				t.Fatalf("timeline %v, want %v", got, tc.timeline)
@@ -327,7 +328,7 @@ name = "a"
 [[run.tasks.steps]]
 exec = ["sleep", "30"]
 `), nil, nil)
-	if res.Status != activities.StatusTimedOut || rec.Status != activities.StatusTimedOut {
+	if res.Status != run.TimedOut || rec.Status != run.TimedOut {
 		t.Fatalf("status %s / %s, want timed_out", res.Status, rec.Status)
 	}
 }
@@ -341,7 +342,7 @@ func TestJobRunFanoutConcurrency(t *testing.T) {
 		fmt.Fprintf(&tasks, "[[run.tasks]]\nname = \"t%d\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"echo start >> %s/log; sleep 0.3; echo end >> %s/log\"]\n", i, dir, dir)
 	}
 	res, _ := f.run(t, parseJob(t, "[job]\nname = \"x\"\n[run]\nfanout = true\nconcurrency = 2\n"+tasks.String()), nil, nil)
-	if res.Status != activities.StatusSucceeded {
+	if res.Status != run.Succeeded {
 		t.Fatalf("status %s %s", res.Status, res.ErrorMessage)
 	}
 	data, _ := os.ReadFile(filepath.Join(dir, "log"))
@@ -375,13 +376,13 @@ exec = ["true"]
 	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(env.CancelWorkflow, 500*time.Millisecond)
 	})
-	if res.Status != activities.StatusCancelled || rec.Status != activities.StatusCancelled {
+	if res.Status != run.Cancelled || rec.Status != run.Cancelled {
 		t.Fatalf("status %s / %s, want cancelled", res.Status, rec.Status)
 	}
 	if time.Since(start) > 20*time.Second {
 		t.Fatalf("cancel took %s", time.Since(start))
 	}
-	if rec.StepTimeline[0].Status != activities.StatusCancelled || rec.StepTimeline[1].Status != activities.StatusCancelled {
+	if rec.StepTimeline[0].Status != run.Cancelled || rec.StepTimeline[1].Status != run.Cancelled {
 		t.Fatalf("timeline after cancel: %+v", rec.StepTimeline)
 	}
 }
@@ -389,7 +390,7 @@ exec = ["true"]
 func timeline(rec store.JobRun) string {
 	var got []string
 	for _, e := range rec.StepTimeline {
-		got = append(got, e.Status)
+		got = append(got, string(e.Status))
 	}
 	return strings.Join(got, ",")
 }
@@ -405,7 +406,7 @@ func TestJobRunStoppedBeforeStart(t *testing.T) {
 		})
 		env.RegisterDelayedCallback(env.CancelWorkflow, 100*time.Millisecond)
 	})
-	if res.Status != activities.StatusCancelled || rec.Status != activities.StatusCancelled || rec.CompletedAt == nil {
+	if res.Status != run.Cancelled || rec.Status != run.Cancelled || rec.CompletedAt == nil {
 		t.Fatalf("status %s / %s (completed %v), want cancelled", res.Status, rec.Status, rec.CompletedAt)
 	}
 }
@@ -424,7 +425,7 @@ exec = ["sleep", "30"]
 [[run.tasks.steps]]
 exec = ["true"]
 `), nil, nil)
-	if rec.Status != activities.StatusTimedOut || timeline(rec) != "timed_out,skipped" {
+	if rec.Status != run.TimedOut || timeline(rec) != "timed_out,skipped" {
 		t.Fatalf("status %s timeline %s, want timed_out with timed_out,skipped", rec.Status, timeline(rec))
 	}
 	// The step cut off by the timeout ran for about a second: it is charged.
@@ -443,7 +444,7 @@ func TestJobRunStepStartToCloseTimeout(t *testing.T) {
 		env.OnActivity(f.acts.RunStep, mock.Anything, mock.Anything).Return(activities.RunStepResult{},
 			temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))
 	})
-	if res.Status != activities.StatusFailed || res.ErrorCode != "TIMEOUT" || timeline(rec) != "timed_out,skipped" {
+	if res.Status != run.Failed || res.ErrorCode != "TIMEOUT" || timeline(rec) != "timed_out,skipped" {
 		t.Fatalf("got %s/%s timeline %s, want failed/TIMEOUT timed_out,skipped", res.Status, res.ErrorCode, timeline(rec))
 	}
 }
@@ -473,7 +474,7 @@ func TestJobRunSandboxFailureIsInTheTimeline(t *testing.T) {
 					tc.setup(f, env)
 				}
 			})
-			if res.Status != activities.StatusFailed || res.ErrorCode != tc.code || res.FailureClass != "infra" {
+			if res.Status != run.Failed || res.ErrorCode != tc.code || res.FailureClass != "infra" {
 				t.Fatalf("got %s/%s/%s, want failed/%s/infra", res.Status, res.ErrorCode, res.FailureClass, tc.code)
 			}
 			e := rec.StepTimeline[0]
@@ -505,7 +506,7 @@ func TestJobRunResumeOnStart(t *testing.T) {
 			m := parseJob(t, "[job]\nname = \"x\"\n[run]\n"+tc.run+"[run.sandbox]\nmode = \"ensure\"\nname = \"ws\"\nimage = \"base\"\n"+tc.lifecycle+
 				"[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
 			res, _ := f.run(t, m, nil, nil)
-			if res.Status != tc.status || res.ErrorCode != tc.code {
+			if string(res.Status) != tc.status || res.ErrorCode != tc.code {
 				t.Fatalf("got %s/%s (%s), want %s/%s", res.Status, res.ErrorCode, res.ErrorMessage, tc.status, tc.code)
 			}
 			sb, _ := f.acts.Sandboxes.Get(ctx, "ws")
@@ -543,7 +544,7 @@ exec = ["cat", "f"]
 delete = true
 `)
 	res, rec := f.run(t, m, nil, nil)
-	if res.Status != activities.StatusSucceeded || timeline(rec) != "succeeded,succeeded,succeeded,succeeded,succeeded,succeeded" {
+	if res.Status != run.Succeeded || timeline(rec) != "succeeded,succeeded,succeeded,succeeded,succeeded,succeeded" {
 		t.Fatalf("status %s (%s) timeline %s", res.Status, res.ErrorMessage, timeline(rec))
 	}
 	for i, want := range []string{"exec", "snapshot", "pause", "resume", "exec", "delete"} {
@@ -582,7 +583,7 @@ func TestJobRunSlowSandboxStepsHeartbeat(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	if res.Status != activities.StatusSucceeded || beats == 0 {
+	if res.Status != run.Succeeded || beats == 0 {
 		t.Fatalf("status %s (%s), %d heartbeats", res.Status, res.ErrorMessage, beats)
 	}
 }
@@ -603,7 +604,7 @@ func TestJobRunTeardownOnComplete(t *testing.T) {
 			f := newFixture(t)
 			m := parseJob(t, fmt.Sprintf("[job]\nname = \"x\"\n[run]\nteardown_on_complete = %v\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n", teardown))
 			res, rec := f.run(t, m, nil, nil)
-			if res.Status != activities.StatusSucceeded {
+			if res.Status != run.Succeeded {
 				t.Fatalf("status %s %s", res.Status, res.ErrorMessage)
 			}
 			name := *rec.StepTimeline[0].SandboxName
@@ -637,7 +638,7 @@ outputs = { n = { from = "n", required = true } }
 type = "integer"
 `, seen))
 	res, rec := f.run(t, m, nil, nil)
-	if res.Status != activities.StatusSucceeded || rec.ResultPayload["outputs"].(map[string]any)["n"] != 5.0 {
+	if res.Status != run.Succeeded || rec.ResultPayload["outputs"].(map[string]any)["n"] != 5.0 {
 		t.Fatalf("status %s (%s), payload %v", res.Status, res.ErrorMessage, rec.ResultPayload)
 	}
 	if data, _ := os.ReadFile(filepath.Join(seen, "silent")); strings.TrimSpace(string(data)) != os.DevNull {
@@ -673,13 +674,13 @@ func TestJobRunOutputContractThroughSteps(t *testing.T) {
 			m := parseJob(t, "[job]\nname = \"x\"\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\n"+tc.step+"\n[outputs.n]\ntype = \"integer\"\n")
 			res, rec := f.run(t, m, nil, nil)
 			if tc.code == "" {
-				if res.Status != activities.StatusSucceeded || rec.ResultPayload["outputs"].(map[string]any)["n"] != 7.0 {
+				if res.Status != run.Succeeded || rec.ResultPayload["outputs"].(map[string]any)["n"] != 7.0 {
 					t.Fatalf("status %s (%s), payload %v", res.Status, res.ErrorMessage, rec.ResultPayload)
 				}
 				return
 			}
 			e := rec.StepTimeline[0]
-			if res.ErrorCode != tc.code || res.FailureClass != "contract" || e.Status != activities.StatusFailed || e.ErrorCode == nil || *e.ErrorCode != tc.code {
+			if res.ErrorCode != tc.code || res.FailureClass != "contract" || e.Status != run.Failed || e.ErrorCode == nil || *e.ErrorCode != tc.code {
 				t.Fatalf("got %s/%s (%s), step %s, want failed %s/contract", res.Status, res.ErrorCode, res.ErrorMessage, e.Status, tc.code)
 			}
 		})
@@ -723,7 +724,7 @@ name = "a"
 exec = ["sh", "-c", "git -C src/dev log -1 --format=%s | grep -qx 'on dev'"]
 `)
 	res, _ := f.run(t, m, map[string]any{"repo": bare, "branch": "dev"}, nil)
-	if res.Status != activities.StatusSucceeded {
+	if res.Status != run.Succeeded {
 		t.Fatalf("status %s %s %s", res.Status, res.ErrorCode, res.ErrorMessage)
 	}
 }
@@ -737,7 +738,7 @@ func TestJobRunCancelDuringSetup(t *testing.T) {
 	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
 	})
-	if res.Status != activities.StatusCancelled || rec.Status != activities.StatusCancelled || timeline(rec) != "cancelled" {
+	if res.Status != run.Cancelled || rec.Status != run.Cancelled || timeline(rec) != "cancelled" {
 		t.Fatalf("status %s / %s timeline %s, want cancelled", res.Status, rec.Status, timeline(rec))
 	}
 	if time.Since(start) > 20*time.Second {

@@ -4,15 +4,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/linefactory/linefactory/activities"
-	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 // JobScheduleFireWorkflowName is the registered name of
 // JobScheduleFireWorkflow.
 const JobScheduleFireWorkflowName = "JobScheduleFire"
-
-// JobScheduleID is the Temporal Schedule ID of a job's [schedule].
-func JobScheduleID(job string) string { return "jobschedule/" + job }
 
 // JobScheduleFireInput is what a job's Temporal Schedule starts with:
 // JobVersionID is the version whose deploy made the schedule, so a firing
@@ -40,7 +37,7 @@ type JobSchedule struct {
 func JobScheduleFireWorkflow(ctx workflow.Context, in JobScheduleFireInput) error {
 	actx := fireOptions(ctx)
 	var runID string
-	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return store.NewID("jr_") }).Get(&runID); err != nil {
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return run.NewJobRunID() }).Get(&runID); err != nil {
 		return err
 	}
 	var res activities.FireJobScheduleResult
@@ -57,7 +54,7 @@ func JobScheduleFireWorkflow(ctx workflow.Context, in JobScheduleFireInput) erro
 		log.Warn("job schedule firing failed", "job", in.JobName, "run_id", res.RunID, "reason", res.Failed)
 		return nil
 	}
-	err := startDetached(ctx, JobRunWorkflowID(res.RunID), JobRunWorkflowName, JobRunInput{RunID: res.RunID, JobName: in.JobName,
+	err := startDetached(ctx, run.JobRunWorkflowID(res.RunID), JobRunWorkflowName, JobRunInput{RunID: res.RunID, JobName: in.JobName,
 		JobVersionID: res.JobVersionID, Manifest: res.Manifest, Params: res.Params})
 	if err == nil {
 		return nil

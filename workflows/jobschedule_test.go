@@ -10,6 +10,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -54,7 +55,7 @@ func fireJob(t *testing.T, d *memDefs, version string) (*fixture, []JobRunInput,
 	env.RegisterWorkflowWithOptions(JobScheduleFireWorkflow, workflow.RegisterOptions{Name: JobScheduleFireWorkflowName})
 	env.RegisterWorkflowWithOptions(func(_ workflow.Context, in JobRunInput) (JobRunResult, error) {
 		started = append(started, in)
-		return JobRunResult{Status: activities.StatusSucceeded}, nil
+		return JobRunResult{Outcome: run.Outcome{Status: run.Succeeded}}, nil
 	}, workflow.RegisterOptions{Name: JobRunWorkflowName})
 	env.RegisterActivity(f.acts)
 	env.SetTestTimeout(30 * time.Second)
@@ -84,8 +85,8 @@ func TestJobScheduleFire(t *testing.T) {
 		if in.RunID != r.ID || in.JobVersionID != "jv_2" || in.JobName != "hello" || in.Params["who"] != "world" || in.Manifest.Job.Name != "hello" {
 			t.Fatalf("started %+v for run %+v", in, r)
 		}
-		if r.Status != activities.StatusQueued || r.JobName != "hello" || r.JobVersionID != "jv_2" || r.RunParams["who"] != "world" ||
-			r.WorkflowID != JobRunWorkflowID(r.ID) || r.ErrorMessage != nil {
+		if r.Status != run.Queued || r.JobName != "hello" || r.JobVersionID != "jv_2" || r.RunParams["who"] != "world" ||
+			r.WorkflowID != run.JobRunWorkflowID(r.ID) || r.ErrorMessage != nil {
 			t.Fatalf("recorded run %+v", r)
 		}
 	})
@@ -122,7 +123,7 @@ func TestJobScheduleFire(t *testing.T) {
 			t.Fatalf("err %v started %d runs %+v", err, len(started), runs)
 		}
 		r := runs[0]
-		if r.Status != activities.StatusFailed || r.CompletedAt == nil || r.ErrorCode == nil || *r.ErrorCode != "SCHEDULE_PARAMS_INVALID" ||
+		if r.Status != run.Failed || r.CompletedAt == nil || r.ErrorCode == nil || *r.ErrorCode != "SCHEDULE_PARAMS_INVALID" ||
 			r.FailureClass == nil || *r.FailureClass != "config" || r.ErrorMessage == nil || r.JobVersionID != "jv_2" || r.ErrorDetails["problems"] == nil {
 			t.Fatalf("recorded run %+v", r)
 		}

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sort"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -20,11 +22,8 @@ const LineRunWorkflowName = "LineRun"
 // StateQuery is the query that returns a line run's live state.
 const StateQuery = "state"
 
-// LineRunWorkflowID is the workflow ID of a line run.
-func LineRunWorkflowID(runID string) string { return "linerun/" + runID }
-
 // StageJob is the job version a stage runs, resolved at run start.
-type StageJob = activities.StageJob
+type StageJob = manifests.StageJob
 
 // LineRunInput starts (or continues) a line run. State is nil on the first
 // turn of a fresh run and carried across continue-as-new after that; a
@@ -57,17 +56,12 @@ type LineState struct {
 
 // LineRunResult is how a line run ended.
 type LineRunResult struct {
-	Status  string
-	Failure *activities.Failure
+	Status  run.Status
+	Failure *run.Failure
 }
 
 // failure builds a classified failure.
-func failure(code, msg string) *activities.Failure {
-	return &activities.Failure{Code: code, Domain: activities.FailureDomain(code, ""), ErrorMessage: msg}
-}
-
-// Final line-run statuses.
-var finalStatus = map[string]bool{activities.StatusSucceeded: true, activities.StatusFailed: true, activities.StatusCancelled: true}
+func failure(code run.FailureCode, msg string) *run.Failure { return run.NewFailure(code, msg) }
 
 // LineRunWorkflow is the manager of a line run. One manager turn is one
 // Temporal run of this workflow: it visits a stage (a child JobRunWorkflow,
@@ -111,13 +105,12 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	// last wrote it: the same JSON as GET /factory/line-runs/{id}.
 	var summary store.LineRun
 	_ = workflow.SetQueryHandler(ctx, StateQuery, func() (store.LineRun, error) { return summary, nil })
-	end := func(status string, f *activities.Failure) (LineRunResult, error) {
-		if ctx.Err() != nil && status != activities.StatusSucceeded {
-			status, f = activities.StatusCancelled, failure("user_cancelled", "the line run was stopped")
+	end := func(status run.Status, f *run.Failure) (LineRunResult, error) {
+		if ctx.Err() != nil && status != run.Succeeded {
+			status, f = run.Cancelled, failure(run.UserCancelled, "the line run was stopped")
 		}
-		if f != nil && f.StageName == nil && st.Stage != "" && f.Code != "manifest_no_stages" {
-			stage := st.Stage
-			f.StageName = &stage
+		if f != nil && f.StageName == "" && f.Code != run.ManifestNoStages {
+			f.StageName = st.Stage
 		}
 		var final store.LineRun
 		err := workflow.ExecuteLocalActivity(dbook, a.FinishLineRun, activities.FinishLineRunInput{RunID: in.RunID, Status: status, Failure: f}).Get(dbook, &final)
@@ -133,7 +126,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	// cancelled instead of leaving the record behind.
 	fail := func(err error) (LineRunResult, error) {
 		if ctx.Err() != nil {
-			return end(activities.StatusCancelled, nil)
+			return end(run.Cancelled, nil)
 		}
 		return LineRunResult{}, err
 	}
@@ -142,24 +135,24 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	if err := workflow.ExecuteLocalActivity(dbook, a.RecordTurn, turn).Get(dbook, &summary); err != nil {
 		return fail(err)
 	}
-	if finalStatus[summary.Status] {
+	if run.LineRun.Terminal(summary.Status) {
 		return LineRunResult{Status: summary.Status}, nil // already ended (a replayed turn)
 	}
 	if ctx.Err() != nil {
-		return end(activities.StatusCancelled, nil)
+		return end(run.Cancelled, nil)
 	}
 	if len(m.Stages) == 0 {
-		return end(activities.StatusFailed, failure("manifest_no_stages", "the line has no stages"))
+		return end(run.Failed, failure(run.ManifestNoStages, "the line has no stages"))
 	}
 	stage, ok := findStage(m, st.Stage)
 	if !ok {
-		return end(activities.StatusFailed, failure("unknown_stage", fmt.Sprintf("stage %q is not in the line", st.Stage)))
+		return end(run.Failed, failure(run.UnknownStage, fmt.Sprintf("stage %q is not in the line", st.Stage)))
 	}
 	if m.Limits != nil && m.Limits.MaxIterations != nil && st.Visits >= *m.Limits.MaxIterations {
-		return end(activities.StatusFailed, failure("max_iterations_exhausted", fmt.Sprintf("the line's max_iterations (%d) is reached", *m.Limits.MaxIterations)))
+		return end(run.Failed, failure(run.MaxIterationsExhausted, fmt.Sprintf("the line's max_iterations (%d) is reached", *m.Limits.MaxIterations)))
 	}
 	timeout := func() (LineRunResult, error) {
-		return end(activities.StatusFailed, failure("line_timeout", fmt.Sprintf("the line ran past its timeout %s", m.Limits.Timeout)))
+		return end(run.Failed, failure(run.LineTimeout, fmt.Sprintf("the line ran past its timeout %s", m.Limits.Timeout)))
 	}
 	if st.Deadline != nil && !workflow.Now(ctx).Before(*st.Deadline) {
 		return timeout()
@@ -176,7 +169,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	var visit activities.StageVisit
 	for attempt := 1; attempt <= attempts; attempt++ {
 		var jobRunID string
-		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return store.NewID("jr_") }).Get(&jobRunID); err != nil {
+		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return run.NewJobRunID() }).Get(&jobRunID); err != nil {
 			return fail(err)
 		}
 		st.StageOrder++
@@ -190,7 +183,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 			return fail(err)
 		}
 		if created.Problems != "" {
-			return end(activities.StatusFailed, failure("stage_params_invalid", fmt.Sprintf("stage %s: %s", stage.ID, created.Problems)))
+			return end(run.Failed, failure(run.StageParamsInvalid, fmt.Sprintf("stage %s: %s", stage.ID, created.Problems)))
 		}
 		summary = created.LineRun
 		visit = visitStage(ctx, st, stage, job, created)
@@ -199,49 +192,49 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 			return fail(err)
 		}
 		st.CostCents = summary.TotalCostCents
-		if visit.Status == activities.StatusCancelled && visit.ErrorCode == lineTimeoutCode {
+		if visit.Status == run.Cancelled && visit.ErrorCode == run.CodeLineTimeout {
 			return timeout()
 		}
 		if ctx.Err() != nil {
-			return end(activities.StatusCancelled, nil)
+			return end(run.Cancelled, nil)
 		}
-		if visit.Status == activities.StatusFailed && visit.FailureClass == "platform" && visit.ErrorCode == dispatchFailedCode {
-			f := failure("dispatch_failed", fmt.Sprintf("stage %s: the job run could not be started: %s", stage.ID, visit.ErrorMessage))
+		if visit.Status == run.Failed && visit.FailureClass == run.ClassPlatform && visit.ErrorCode == run.CodeDispatchFailed {
+			f := failure(run.DispatchFailed, fmt.Sprintf("stage %s: the job run could not be started: %s", stage.ID, visit.ErrorMessage))
 			f.Details = map[string]any{"job_run_id": visit.JobRunID}
-			return end(activities.StatusFailed, f)
+			return end(run.Failed, f)
 		}
-		if visit.ErrorCode == jobResultInvalidCode {
-			f := failure("job_result_invalid", fmt.Sprintf("stage %s: the job run's result could not be read: %s", stage.ID, visit.ErrorMessage))
+		if visit.ErrorCode == run.CodeJobResultInvalid {
+			f := failure(run.JobResultInvalid, fmt.Sprintf("stage %s: the job run's result could not be read: %s", stage.ID, visit.ErrorMessage))
 			f.Details = map[string]any{"job_run_id": visit.JobRunID}
-			return end(activities.StatusFailed, f)
+			return end(run.Failed, f)
 		}
 		// The budget is checked after every visit, attempts included.
 		if m.Limits != nil && m.Limits.BudgetUSD != nil && st.CostCents > m.Limits.BudgetUSD.Cents {
-			return end(activities.StatusFailed, failure("budget_exceeded", fmt.Sprintf("rated cost %d cents is over the budget of %s USD", st.CostCents, m.Limits.BudgetUSD)))
+			return end(run.Failed, failure(run.BudgetExceeded, fmt.Sprintf("rated cost %d cents is over the budget of %s USD", st.CostCents, m.Limits.BudgetUSD)))
 		}
-		if visit.Status == activities.StatusSucceeded {
+		if visit.Status == run.Succeeded {
 			break
 		}
 	}
-	st.Results[stage.ID] = manifests.StageResult{Status: visit.Status, Outputs: visit.Outputs, JobRunID: visit.JobRunID, Iteration: visit.Iteration}
+	st.Results[stage.ID] = manifests.StageResult{Status: string(visit.Status), Outputs: visit.Outputs, JobRunID: visit.JobRunID, Iteration: visit.Iteration}
 
 	// route ranges over maps only to copy values or collect keys it sorts.
 	next, f := route(m, in, st, stage.ID, visit) //workflowcheck:ignore
 	if f != nil {
-		if f.Code == "stage_failed" {
-			f.StageName, f.ErrorCode, f.FailureClass = &visit.Stage, strOrNil(visit.ErrorCode), strOrNil(visit.FailureClass)
-			f.Domain = activities.FailureDomain("stage_failed", visit.FailureClass)
-			if visit.FailureClass == "contract" {
+		if f.Code == run.StageFailed {
+			f.StageName, f.ErrorCode, f.FailureClass = visit.Stage, visit.ErrorCode, visit.FailureClass
+			f.Domain = run.FailureDomain(run.StageFailed, visit.FailureClass)
+			if visit.FailureClass == run.ClassContract {
 				// The job's outputs broke its contract.
-				f.Code, f.Domain = "job_outputs_invalid", activities.FailureDomain("job_outputs_invalid", "")
+				f.Code, f.Domain = run.JobOutputsInvalid, run.FailureDomain(run.JobOutputsInvalid, "")
 				f.ErrorMessage = fmt.Sprintf("stage %s: the job's outputs break its contract: %s", stage.ID, visit.ErrorMessage)
 			}
 			f.Details = map[string]any{"job_run_id": visit.JobRunID}
 		}
-		return end(activities.StatusFailed, f)
+		return end(run.Failed, f)
 	}
 	if next == nil {
-		return end(activities.StatusSucceeded, nil)
+		return end(run.Succeeded, nil)
 	}
 	st.Transitions[next.transition]++
 	if err := workflow.ExecuteLocalActivity(book, a.RecordTransition, activities.RecordTransitionInput{RunID: in.RunID, ID: next.transition,
@@ -251,26 +244,19 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	if ctx.Err() != nil {
 		// A stop between turns: a cancel request does not survive
 		// continue-as-new, so it ends the run here.
-		return end(activities.StatusCancelled, nil)
+		return end(run.Cancelled, nil)
 	}
 	st.Stage, st.StageParams = next.stage, next.params
 	in.State = st
 	return LineRunResult{}, workflow.NewContinueAsNewError(ctx, LineRunWorkflowName, in)
 }
 
-// Error codes of a visit whose child did not yield a job run result.
-const (
-	lineTimeoutCode      = "LINE_TIMEOUT"
-	dispatchFailedCode   = "DISPATCH_FAILED"
-	jobResultInvalidCode = "JOB_RESULT_INVALID"
-)
-
 // visitStage runs one attempt of a stage visit as a child JobRunWorkflow and
 // returns the visit. A visit cut short by the line timeout is cancelled with
 // error code LINE_TIMEOUT.
 func visitStage(ctx workflow.Context, st *LineState, stage manifests.LineStage, job StageJob,
 	created activities.CreateStageRunResult) activities.StageVisit {
-	copts := workflow.ChildWorkflowOptions{WorkflowID: JobRunWorkflowID(created.JobRunID), TaskQueue: TaskQueue,
+	copts := workflow.ChildWorkflowOptions{WorkflowID: run.JobRunWorkflowID(created.JobRunID), TaskQueue: TaskQueue,
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL, WaitForCancellation: true}
 	cctx, cancelChild := workflow.WithCancel(workflow.WithChildOptions(ctx, copts))
 	defer cancelChild()
@@ -286,7 +272,7 @@ func visitStage(ctx workflow.Context, st *LineState, stage manifests.LineStage, 
 			if f.Get(tctx, nil) == nil {
 				timedOut = true
 				// The job run is told why before it is cancelled.
-				fut.SignalChildWorkflow(ctx, StopSignal, StopNote{Code: lineTimeoutCode, Class: "config",
+				fut.SignalChildWorkflow(ctx, StopSignal, StopNote{Code: run.CodeLineTimeout, Class: run.ClassConfig,
 					Message: "stopped by its line: the line ran past its timeout"})
 				cancelChild()
 			}
@@ -301,58 +287,42 @@ func visitStage(ctx workflow.Context, st *LineState, stage manifests.LineStage, 
 	var res JobRunResult
 	if err == nil {
 		if derr := fut.Get(ctx, &res); derr != nil {
-			res = JobRunResult{Status: activities.StatusFailed, ErrorCode: jobResultInvalidCode, ErrorMessage: derr.Error(), FailureClass: "contract"}
-		} else if !validJobStatus[res.Status] {
-			res = JobRunResult{Status: activities.StatusFailed, ErrorCode: jobResultInvalidCode, FailureClass: "contract",
-				ErrorMessage: fmt.Sprintf("unknown job run status %q", res.Status)}
+			res = JobRunResult{Outcome: run.Fail(run.CodeJobResultInvalid, run.ClassContract, derr.Error())}
+		} else if !run.JobRun.Terminal(res.Status) {
+			res = JobRunResult{Outcome: run.Fail(run.CodeJobResultInvalid, run.ClassContract, fmt.Sprintf("unknown job run status %q", res.Status))}
 		}
 	}
-	visit.Status, visit.Outputs, visit.CostCents = res.Status, res.Outputs, res.CostCents
-	visit.ErrorCode, visit.ErrorMessage, visit.FailureClass = res.ErrorCode, res.ErrorMessage, res.FailureClass
+	visit.Outcome, visit.Outputs, visit.CostCents = res.Outcome, res.Outputs, res.CostCents
 	switch {
 	case err == nil:
 	case timedOut:
-		visit.Status, visit.ErrorCode, visit.ErrorMessage = activities.StatusCancelled, lineTimeoutCode, "the line timed out"
+		visit.Status, visit.ErrorCode, visit.ErrorMessage = run.Cancelled, run.CodeLineTimeout, "the line timed out"
 	case ctx.Err() != nil:
-		visit.Status, visit.ErrorCode, visit.FailureClass, visit.ErrorMessage = activities.StatusCancelled, "CANCELLED", "user", "the line run was stopped"
+		visit.Outcome = run.Outcome{Status: run.Cancelled, ErrorCode: run.CodeCancelled, FailureClass: run.ClassUser, ErrorMessage: "the line run was stopped"}
 	case startErr != nil:
-		visit.Status, visit.ErrorCode, visit.FailureClass, visit.ErrorMessage = activities.StatusFailed, dispatchFailedCode, "platform", startErr.Error()
+		visit.Outcome = run.Fail(run.CodeDispatchFailed, run.ClassPlatform, startErr.Error())
 	default:
-		visit.Status, visit.ErrorMessage = activities.StatusFailed, err.Error()
+		visit.Status, visit.ErrorMessage = run.Failed, err.Error()
 	}
-	if timedOut && visit.Status != activities.StatusSucceeded {
-		visit.Status, visit.ErrorCode = activities.StatusCancelled, lineTimeoutCode
+	if timedOut && visit.Status != run.Succeeded {
+		visit.Status, visit.ErrorCode = run.Cancelled, run.CodeLineTimeout
 	}
-	if visit.Status == activities.StatusTimedOut {
-		visit.Status = activities.StatusFailed
+	if visit.Status == run.TimedOut {
+		visit.Status = run.Failed
 	}
 	return visit
 }
 
-var validJobStatus = map[string]bool{activities.StatusSucceeded: true, activities.StatusFailed: true,
-	activities.StatusCancelled: true, activities.StatusTimedOut: true}
-
 // failureOf returns the classified failure as recorded (enriched with the
 // failing step's diagnostics), falling back to f for what it lacks.
-func failureOf(r *store.LineRunFailure, f *activities.Failure) *activities.Failure {
+func failureOf(r *store.LineRunFailure, f *run.Failure) *run.Failure {
 	if f == nil {
 		return nil
 	}
-	out := *f
-	if r.ErrorCode != nil {
-		out.ErrorCode = r.ErrorCode
-	}
-	if r.FailureClass != nil {
-		out.FailureClass = r.FailureClass
-	}
+	out, rec := *f, r.Failure()
+	out.ErrorCode = cmp.Or(rec.ErrorCode, out.ErrorCode)
+	out.FailureClass = cmp.Or(rec.FailureClass, out.FailureClass)
 	return &out
-}
-
-func strOrNil(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 func findStage(m manifests.LineManifest, id string) (manifests.LineStage, bool) {
@@ -374,7 +344,7 @@ type hop struct {
 // matching conditional transition is taken; several are ambiguous; none
 // falls to an agentic transition (not supported yet), else the line ends
 // (no outgoing transitions) or has no route.
-func route(m manifests.LineManifest, in LineRunInput, st *LineState, from string, visit activities.StageVisit) (*hop, *activities.Failure) {
+func route(m manifests.LineManifest, in LineRunInput, st *LineState, from string, visit activities.StageVisit) (*hop, *run.Failure) {
 	ctx := manifests.EvalContext{From: from, Stages: st.Results, Transitions: st.Transitions, Trigger: in.Trigger}
 	var outgoing, matched []manifests.Transition
 	var agentic *manifests.Transition
@@ -390,40 +360,40 @@ func route(m manifests.LineManifest, in LineRunInput, st *LineState, from string
 		}
 		ok, err := manifests.Evaluate(*t.When, ctx)
 		if err != nil {
-			return nil, failure("line_state_invalid", fmt.Sprintf("transition %s: %v", t.ID, err))
+			return nil, failure(run.LineStateInvalid, fmt.Sprintf("transition %s: %v", t.ID, err))
 		}
 		if ok {
 			matched = append(matched, t)
 		}
 	}
-	failed := visit.Status != activities.StatusSucceeded
+	failed := visit.Status != run.Succeeded
 	switch {
 	case len(matched) > 1:
 		ids := make([]string, len(matched))
 		for i, t := range matched {
 			ids[i] = t.ID
 		}
-		return nil, failure("ambiguous_transition", fmt.Sprintf("from stage %s several transitions match: %v", from, ids))
+		return nil, failure(run.AmbiguousTransition, fmt.Sprintf("from stage %s several transitions match: %v", from, ids))
 	case len(matched) == 0 && agentic != nil:
-		return nil, failure("no_route", fmt.Sprintf("stage %s needs agentic transition %s, and agentic routing is not supported by this server yet", from, agentic.ID))
+		return nil, failure(run.NoRoute, fmt.Sprintf("stage %s needs agentic transition %s, and agentic routing is not supported by this server yet", from, agentic.ID))
 	case len(matched) == 0 && len(outgoing) == 0:
 		if failed {
-			return nil, failure("stage_failed", fmt.Sprintf("stage %s %s: %s", from, visit.Status, visit.ErrorMessage))
+			return nil, failure(run.StageFailed, fmt.Sprintf("stage %s %s: %s", from, visit.Status, visit.ErrorMessage))
 		}
 		return nil, nil
 	case len(matched) == 0:
 		if failed {
-			return nil, failure("stage_failed", fmt.Sprintf("stage %s %s: %s", from, visit.Status, visit.ErrorMessage))
+			return nil, failure(run.StageFailed, fmt.Sprintf("stage %s %s: %s", from, visit.Status, visit.ErrorMessage))
 		}
-		return nil, failure("no_route", fmt.Sprintf("no transition from stage %s matches", from))
+		return nil, failure(run.NoRoute, fmt.Sprintf("no transition from stage %s matches", from))
 	}
 	t := matched[0]
 	if t.MaxIterations != nil && st.Transitions[t.ID]+1 > *t.MaxIterations {
-		return nil, failure("max_iterations_exhausted", fmt.Sprintf("transition %s was taken %d times (max_iterations %d)", t.ID, st.Transitions[t.ID], *t.MaxIterations))
+		return nil, failure(run.MaxIterationsExhausted, fmt.Sprintf("transition %s was taken %d times (max_iterations %d)", t.ID, st.Transitions[t.ID], *t.MaxIterations))
 	}
 	params, err := bindParams(t.Params, in, st, in.Jobs[t.To].Manifest)
 	if err != nil {
-		return nil, failure("transition_params_invalid", fmt.Sprintf("transition %s: %v", t.ID, err))
+		return nil, failure(run.TransitionParamsInvalid, fmt.Sprintf("transition %s: %v", t.ID, err))
 	}
 	return &hop{transition: t.ID, stage: t.To, params: params}, nil
 }
@@ -503,7 +473,7 @@ type Retry struct {
 // and the cost, so the line's limits keep counting. Visits after it are
 // not carried. jobRun reads the job run of a visit.
 func RetrySnapshot(old store.LineRun, from string, jobRun func(id string) (store.JobRun, error)) (Retry, error) {
-	if old.Status != activities.StatusFailed {
+	if old.Status != run.Failed {
 		return Retry{}, fmt.Errorf("only a failed line run can be retried; %s is %s: %w", old.ID, old.Status, ErrRetrySnapshot)
 	}
 	if old.LineVersionID == nil || len(old.Stages) == 0 {
@@ -544,10 +514,10 @@ func RetrySnapshot(old store.LineRun, from string, jobRun func(id string) (store
 			st.Transitions[*s.Outcome]++
 			taken++
 		}
-		res := manifests.StageResult{Status: s.Status, Iteration: s.Iteration}
+		res := manifests.StageResult{Status: string(s.Status), Iteration: s.Iteration}
 		if s.JobRunID != nil {
 			res.JobRunID = *s.JobRunID
-			if s.Status == activities.StatusSucceeded {
+			if s.Status == run.Succeeded {
 				jr, err := jobRun(*s.JobRunID)
 				if err != nil {
 					return Retry{}, fmt.Errorf("job run %s of stage %s: %v: %w", *s.JobRunID, s.StageName, err, ErrRetrySnapshot)

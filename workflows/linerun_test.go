@@ -20,6 +20,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -111,7 +112,7 @@ func lineInput(t *testing.T, src string, params map[string]any) LineRunInput {
 	for _, s := range m.Stages {
 		jobs[s.ID] = StageJob{JobName: s.Job, JobVersionID: "jv_" + s.Job, Manifest: parseJob(t, lineJobs[s.Job])}
 	}
-	return LineRunInput{RunID: store.NewID("lr_"), LineName: m.Line.Name, Manifest: *m, Jobs: jobs, Params: params, Trigger: map[string]any{}}
+	return LineRunInput{RunID: run.NewLineRunID(), LineName: m.Line.Name, Manifest: *m, Jobs: jobs, Params: params, Trigger: map[string]any{}}
 }
 
 // lineOpts adjusts a line run under test: setup prepares the first turn's
@@ -132,7 +133,7 @@ func (f *fixture) runLine(t *testing.T, in LineRunInput, setup func(env *testsui
 
 func (f *fixture) runLineWith(t *testing.T, in LineRunInput, o lineOpts) (LineRunResult, store.LineRun) {
 	t.Helper()
-	rec := store.LineRun{ID: in.RunID, Status: activities.StatusQueued}
+	rec := store.LineRun{ID: in.RunID, Status: run.Queued}
 	if o.record != nil {
 		rec = *o.record
 	}
@@ -230,14 +231,14 @@ who = { type = "output", stage = "inc", name = "n" }
 `, nil)
 	// "who" is a string param: an integer output bound to it is rejected...
 	res, rec := f.runLine(t, in, nil)
-	if res.Status != activities.StatusFailed || res.Failure.Code != "stage_params_invalid" || res.Failure.Domain != "config" {
+	if res.Status != run.Failed || res.Failure.Code != "stage_params_invalid" || res.Failure.Domain != "config" {
 		t.Fatalf("binding an integer to a string param: %+v", res.Failure)
 	}
 	// ...and a literal string binding works: three visits of inc, one of fin.
 	f = newFixture(t)
 	in.Manifest.Transitions[1].Params = map[string]manifests.ParamBinding{"who": {Type: manifests.BindLiteral, Value: "loop"}}
 	res, rec = f.runLine(t, in, nil)
-	if res.Status != activities.StatusSucceeded {
+	if res.Status != run.Succeeded {
 		t.Fatalf("status %s %+v", res.Status, res.Failure)
 	}
 	var got []string
@@ -257,7 +258,7 @@ who = { type = "output", stage = "inc", name = "n" }
 	if rec.StageOutputs["fin"]["greeting"] != "hi-loop" || len(rec.Transitions) != 3 {
 		t.Fatalf("outputs %v transitions %v", rec.StageOutputs, rec.Transitions)
 	}
-	if rec.TotalCostCents < 4 || rec.Status != activities.StatusSucceeded {
+	if rec.TotalCostCents < 4 || rec.Status != run.Succeeded {
 		t.Fatalf("costs/status: %d %s", rec.TotalCostCents, rec.Status)
 	}
 }
@@ -347,10 +348,10 @@ params = { who = { type = "output", stage = "a", name = "nope" } }
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			res, rec := f.runLine(t, lineInput(t, tc.src, tc.params), nil)
-			if res.Status != activities.StatusFailed || res.Failure == nil || res.Failure.Code != tc.code || res.Failure.Domain != tc.domain {
+			if res.Status != run.Failed || res.Failure == nil || string(res.Failure.Code) != tc.code || string(res.Failure.Domain) != tc.domain {
 				t.Fatalf("got %s %+v, want failed %s/%s", res.Status, res.Failure, tc.code, tc.domain)
 			}
-			if rec.Failure == nil || *rec.Failure.Code != tc.code || rec.CompletedAt == nil || rec.Failure.StageName == nil {
+			if rec.Failure == nil || string(*rec.Failure.Code) != tc.code || rec.CompletedAt == nil || rec.Failure.StageName == nil {
 				t.Fatalf("record failure %+v", rec.Failure)
 			}
 		})
@@ -368,7 +369,7 @@ func TestLineRunStop(t *testing.T) {
 	res, rec := f.runLine(t, lineInput(t, lineHead+"[[stages]]\nid = \"s\"\njob = \"slow\"\n", nil), func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(env.CancelWorkflow, 500*time.Millisecond)
 	})
-	if res.Status != activities.StatusCancelled || res.Failure.Code != "user_cancelled" || res.Failure.Domain != "user" || rec.Status != activities.StatusCancelled {
+	if res.Status != run.Cancelled || res.Failure.Code != "user_cancelled" || res.Failure.Domain != "user" || rec.Status != run.Cancelled {
 		t.Fatalf("stop: %s %+v", res.Status, res.Failure)
 	}
 }
@@ -446,7 +447,7 @@ when = { op = "eq", left = { type = "stage", stage = "first", path = "outputs.gr
 		Transitions: map[string]int{"next": 1}, Results: map[string]manifests.StageResult{"first": {Status: "succeeded", Outputs: map[string]any{"greeting": "hi-carried"}}},
 		StartedAt: time.Now()}
 	res, rec := f.runLine(t, in, nil)
-	if res.Status != activities.StatusSucceeded {
+	if res.Status != run.Succeeded {
 		t.Fatalf("retry: %s %+v", res.Status, res.Failure)
 	}
 	// The run began at the retried stage, and routing saw the carried result.
@@ -466,7 +467,7 @@ func TestLineRunStopOutsideVisit(t *testing.T) {
 		res, rec := f.runLine(t, lineInput(t, oneStage("hello"), nil), func(env *testsuite.TestWorkflowEnvironment) {
 			env.RegisterDelayedCallback(env.CancelWorkflow, 0)
 		})
-		if res.Status != activities.StatusCancelled || res.Failure == nil || res.Failure.Code != "user_cancelled" || rec.Status != activities.StatusCancelled ||
+		if res.Status != run.Cancelled || res.Failure == nil || res.Failure.Code != "user_cancelled" || rec.Status != run.Cancelled ||
 			rec.Failure == nil || rec.Failure.Domain != "user" || rec.CompletedAt == nil {
 			t.Fatalf("stop of a queued run: %s %+v record %+v", res.Status, res.Failure, rec)
 		}
@@ -481,7 +482,7 @@ func TestLineRunStopOutsideVisit(t *testing.T) {
 				return store.LineRun{}, temporal.NewNonRetryableApplicationError("store down", "X", nil)
 			})
 		})
-		if res.Status != activities.StatusCancelled || rec.Status != activities.StatusCancelled || *rec.Failure.Code != "user_cancelled" {
+		if res.Status != run.Cancelled || rec.Status != run.Cancelled || *rec.Failure.Code != "user_cancelled" {
 			t.Fatalf("stop during RecordTransition: %s %+v", res.Status, res.Failure)
 		}
 	})
@@ -494,11 +495,11 @@ func TestLineRunStopOutsideVisit(t *testing.T) {
 				return r, err
 			})
 		})
-		if res.Status != activities.StatusCancelled || rec.Status != activities.StatusCancelled || len(rec.Stages) != 1 || rec.Stages[0].Status != activities.StatusCancelled {
+		if res.Status != run.Cancelled || rec.Status != run.Cancelled || len(rec.Stages) != 1 || rec.Stages[0].Status != run.Cancelled {
 			t.Fatalf("stop before the child: %s %+v stages %+v", res.Status, res.Failure, rec.Stages)
 		}
 		jr, _ := f.store.GetJobRun(context.Background(), *rec.Stages[0].JobRunID)
-		if jr.Status != activities.StatusCancelled || jr.CompletedAt == nil {
+		if jr.Status != run.Cancelled || jr.CompletedAt == nil {
 			t.Fatalf("the job run of the stopped visit is %q", jr.Status)
 		}
 	})
@@ -509,18 +510,18 @@ func TestLineRunStopReason(t *testing.T) {
 	f := newFixture(t)
 	in := lineInput(t, oneStage("slow"), nil)
 	reason := "enough"
-	res, rec := f.runLineWith(t, in, lineOpts{record: &store.LineRun{ID: in.RunID, Status: activities.StatusQueued, StopReason: &reason},
+	res, rec := f.runLineWith(t, in, lineOpts{record: &store.LineRun{ID: in.RunID, Status: run.Queued, StopReason: &reason},
 		setup: func(env *testsuite.TestWorkflowEnvironment) {
 			env.RegisterDelayedCallback(env.CancelWorkflow, 500*time.Millisecond)
 		}})
-	if res.Status != activities.StatusCancelled || *rec.Failure.ErrorMessage != "stopped: enough" || rec.Failure.Domain != "user" {
+	if res.Status != run.Cancelled || *rec.Failure.ErrorMessage != "stopped: enough" || rec.Failure.Domain != "user" {
 		t.Fatalf("stop: %s %+v", res.Status, rec.Failure)
 	}
-	if len(rec.Stages) != 1 || rec.Stages[0].Status != activities.StatusCancelled {
+	if len(rec.Stages) != 1 || rec.Stages[0].Status != run.Cancelled {
 		t.Fatalf("stages %+v", rec.Stages)
 	}
 	jr, _ := f.store.GetJobRun(context.Background(), *rec.Stages[0].JobRunID)
-	if jr.Status != activities.StatusCancelled {
+	if jr.Status != run.Cancelled {
 		t.Fatalf("the stopped job run is %s", jr.Status)
 	}
 }
@@ -538,13 +539,13 @@ func TestLineRunRunningVisit(t *testing.T) {
 			}
 		})
 	})
-	if res.Status != activities.StatusSucceeded {
+	if res.Status != run.Succeeded {
 		t.Fatalf("%s %+v", res.Status, res.Failure)
 	}
-	if len(seen) != 1 || seen[0].Status != activities.StatusRunning || seen[0].JobRunID == nil || seen[0].StartedAt == nil {
+	if len(seen) != 1 || seen[0].Status != run.Running || seen[0].JobRunID == nil || seen[0].StartedAt == nil {
 		t.Fatalf("while the child ran the stages were %+v", seen)
 	}
-	if len(rec.Stages) != 1 || *rec.Stages[0].JobRunID != *seen[0].JobRunID || rec.Stages[0].Status != activities.StatusSucceeded || rec.Stages[0].CompletedAt == nil {
+	if len(rec.Stages) != 1 || *rec.Stages[0].JobRunID != *seen[0].JobRunID || rec.Stages[0].Status != run.Succeeded || rec.Stages[0].CompletedAt == nil {
 		t.Fatalf("final stages %+v", rec.Stages)
 	}
 }
@@ -556,12 +557,12 @@ func TestLineRunRetryKeepsTimeout(t *testing.T) {
 	in := lineInput(t, oneStage("slow")+"[limits]\ntimeout = \"1s\"\n", nil)
 	in.State = &LineState{Stage: "s", Iterations: map[string]int{}, Transitions: map[string]int{}, Results: map[string]manifests.StageResult{}}
 	res, rec := f.runLine(t, in, nil)
-	if res.Status != activities.StatusFailed || res.Failure.Code != "line_timeout" {
+	if res.Status != run.Failed || res.Failure.Code != "line_timeout" {
 		t.Fatalf("retried run past its timeout: %s %+v", res.Status, res.Failure)
 	}
 	// The timed-out visit's job run was cancelled.
 	jr, _ := f.store.GetJobRun(context.Background(), *rec.Stages[0].JobRunID)
-	if jr.Status != activities.StatusCancelled || rec.Stages[0].Status != activities.StatusCancelled {
+	if jr.Status != run.Cancelled || rec.Stages[0].Status != run.Cancelled {
 		t.Fatalf("job run %s, stage %s", jr.Status, rec.Stages[0].Status)
 	}
 	// It says it was the line's timeout, not a user, that stopped it.
@@ -574,14 +575,14 @@ func TestLineRunAttempts(t *testing.T) {
 	// A failed attempt is re-run; the second succeeds.
 	f := newFixture(t)
 	res, rec := f.runLine(t, lineInput(t, oneStage("flaky")+"max_attempts = 3\n", nil), nil)
-	if res.Status != activities.StatusSucceeded || len(rec.Stages) != 2 || rec.Stages[0].Status != activities.StatusFailed ||
-		rec.Stages[1].Status != activities.StatusSucceeded || rec.Stages[1].Iteration != 1 {
+	if res.Status != run.Succeeded || len(rec.Stages) != 2 || rec.Stages[0].Status != run.Failed ||
+		rec.Stages[1].Status != run.Succeeded || rec.Stages[1].Iteration != 1 {
 		t.Fatalf("%s %+v stages %+v", res.Status, res.Failure, rec.Stages)
 	}
 	// The budget is checked after every attempt, not after the last.
 	f = newFixture(t)
 	res, rec = f.runLine(t, lineInput(t, oneStage("flaky")+"max_attempts = 3\n[limits]\nbudget_usd = \"0.00\"\n", nil), nil)
-	if res.Status != activities.StatusFailed || res.Failure.Code != "budget_exceeded" || len(rec.Stages) != 1 {
+	if res.Status != run.Failed || res.Failure.Code != "budget_exceeded" || len(rec.Stages) != 1 {
 		t.Fatalf("budget: %s %+v stages %d", res.Status, res.Failure, len(rec.Stages))
 	}
 }
@@ -605,7 +606,7 @@ func TestLineRunClassification(t *testing.T) {
 	f = newFixture(t)
 	res, rec = f.runLine(t, lineInput(t, oneStage("hello"), nil), func(env *testsuite.TestWorkflowEnvironment) {
 		// The child's workflow ID is taken (by the manager itself).
-		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: JobRunWorkflowID("jr_taken")})
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: run.JobRunWorkflowID("jr_taken")})
 		env.OnActivity(f.acts.CreateStageRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.CreateStageRunInput) (activities.CreateStageRunResult, error) {
 			in.JobRunID = "jr_taken"
 			return f.acts.CreateStageRun(ctx, in)
@@ -614,7 +615,7 @@ func TestLineRunClassification(t *testing.T) {
 	if res.Failure == nil || res.Failure.Code != "dispatch_failed" || res.Failure.Domain != "platform" || len(rec.Stages) != 1 {
 		t.Fatalf("child start failure: %+v stages %+v", res.Failure, rec.Stages)
 	}
-	if jr, _ := f.store.GetJobRun(context.Background(), *rec.Stages[0].JobRunID); jr.Status != activities.StatusFailed {
+	if jr, _ := f.store.GetJobRun(context.Background(), *rec.Stages[0].JobRunID); jr.Status != run.Failed {
 		t.Fatalf("the unstarted job run is %q", jr.Status)
 	}
 	// stage_failed is enriched with the step's and the job's diagnostics.
@@ -702,7 +703,7 @@ params = { who = { type = "literal", value = "loop" } }
 				in.Trigger = tc.trigger
 			}
 			res, rec := f.runLine(t, in, nil)
-			if res.Status != tc.status || (tc.code != "" && (res.Failure == nil || res.Failure.Code != tc.code)) {
+			if string(res.Status) != tc.status || (tc.code != "" && (res.Failure == nil || string(res.Failure.Code) != tc.code)) {
 				t.Fatalf("got %s %+v, want %s %s", res.Status, res.Failure, tc.status, tc.code)
 			}
 			if tc.msg != "" && !strings.Contains(res.Failure.ErrorMessage, tc.msg) {
@@ -748,7 +749,7 @@ when = { op = "all", conditions = [
 `
 	in := lineInput(t, src, nil)
 	res, old := f.runLine(t, in, nil)
-	if res.Status != activities.StatusFailed || res.Failure.Code != "stage_failed" {
+	if res.Status != run.Failed || res.Failure.Code != "stage_failed" {
 		t.Fatalf("first run: %s %+v", res.Status, res.Failure)
 	}
 	vid := "lv_1"
@@ -763,10 +764,10 @@ when = { op = "all", conditions = [
 	// The job is fixed: the retry resolves its new version.
 	in2 := lineInput(t, strings.Replace(src, `job = "fail"`, `job = "hello"`, 1), nil)
 	in2.State = plan.State
-	rec := store.LineRun{ID: in2.RunID, Status: activities.StatusQueued, Stages: plan.Stages, StageOutputs: plan.Outputs, Transitions: plan.Transitions,
+	rec := store.LineRun{ID: in2.RunID, Status: run.Queued, Stages: plan.Stages, StageOutputs: plan.Outputs, Transitions: plan.Transitions,
 		TotalCostCents: plan.State.CostCents, ComputeCostCents: plan.State.CostCents}
 	res, got := f.runLineWith(t, in2, lineOpts{record: &rec})
-	if res.Status != activities.StatusSucceeded {
+	if res.Status != run.Succeeded {
 		t.Fatalf("retry: %s %+v", res.Status, res.Failure)
 	}
 	var names []string

@@ -8,14 +8,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/linefactory/linefactory/activities"
-	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 // ScheduleFireWorkflowName is the registered name of ScheduleFireWorkflow.
 const ScheduleFireWorkflowName = "ScheduleFire"
-
-// LineScheduleID is the Temporal Schedule ID of a line's schedule.
-func LineScheduleID(line string) string { return "lineschedule/" + line }
 
 // ScheduleFireInput is what a line's Temporal Schedule starts with.
 type ScheduleFireInput struct {
@@ -30,7 +27,7 @@ type ScheduleFireInput struct {
 func ScheduleFireWorkflow(ctx workflow.Context, in ScheduleFireInput) error {
 	actx := fireOptions(ctx)
 	var runID string
-	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return store.NewID("lr_") }).Get(&runID); err != nil {
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return run.NewLineRunID() }).Get(&runID); err != nil {
 		return err
 	}
 	var res activities.FireScheduleResult
@@ -46,14 +43,13 @@ func ScheduleFireWorkflow(ctx workflow.Context, in ScheduleFireInput) error {
 		workflow.GetLogger(ctx).Warn("schedule firing failed", "line", in.LineName, "run_id", res.RunID, "reason", res.Failed)
 		return nil
 	}
-	err := startDetached(ctx, LineRunWorkflowID(res.RunID), LineRunWorkflowName, LineRunInput{RunID: res.RunID, LineName: in.LineName,
+	err := startDetached(ctx, run.LineRunWorkflowID(res.RunID), LineRunWorkflowName, LineRunInput{RunID: res.RunID, LineName: in.LineName,
 		LineVersionID: res.LineVersionID, Manifest: res.Manifest, Jobs: res.Jobs, Params: res.Params, Trigger: res.Trigger})
 	if err == nil {
 		return nil
 	}
-	code := "dispatch_failed"
-	f := &activities.Failure{Code: code, Domain: activities.FailureDomain(code, ""), ErrorMessage: "the line run could not be dispatched: " + err.Error()}
-	if ferr := workflow.ExecuteActivity(actx, a.FinishLineRun, activities.FinishLineRunInput{RunID: res.RunID, Status: activities.StatusFailed, Failure: f}).Get(ctx, nil); ferr != nil {
+	f := run.NewFailure(run.DispatchFailed, "the line run could not be dispatched: "+err.Error())
+	if ferr := workflow.ExecuteActivity(actx, a.FinishLineRun, activities.FinishLineRunInput{RunID: res.RunID, Status: run.Failed, Failure: f}).Get(ctx, nil); ferr != nil {
 		return ferr
 	}
 	return err

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -84,7 +85,7 @@ func fire(t *testing.T, d *memDefs, gen int64) ([]LineRunInput, error) {
 	env.RegisterWorkflowWithOptions(ScheduleFireWorkflow, workflow.RegisterOptions{Name: ScheduleFireWorkflowName})
 	env.RegisterWorkflowWithOptions(func(_ workflow.Context, in LineRunInput) (LineRunResult, error) {
 		started = append(started, in)
-		return LineRunResult{Status: activities.StatusSucceeded}, nil
+		return LineRunResult{Status: run.Succeeded}, nil
 	}, workflow.RegisterOptions{Name: LineRunWorkflowName})
 	env.RegisterActivity(f.acts)
 	env.SetTestTimeout(30 * time.Second)
@@ -99,7 +100,7 @@ func TestScheduleFire(t *testing.T) {
 		if err != nil || len(started) != 1 || len(d.created) != 1 {
 			t.Fatalf("err %v started %d created %d", err, len(started), len(d.created))
 		}
-		if started[0].RunID != d.created[0].ID || d.created[0].RunParams["who"] != "world" || d.created[0].Status != activities.StatusQueued {
+		if started[0].RunID != d.created[0].ID || d.created[0].RunParams["who"] != "world" || d.created[0].Status != run.Queued {
 			t.Fatalf("started %+v created %+v", started[0], d.created[0])
 		}
 	})
@@ -122,7 +123,7 @@ func TestScheduleFire(t *testing.T) {
 		d := newDefs(t, "hello")
 		d.schedule.Inputs = map[string]any{"who": 5}
 		started, err := fire(t, d, 2)
-		if err != nil || len(started) != 0 || len(d.created) != 1 || d.created[0].Status != activities.StatusFailed ||
+		if err != nil || len(started) != 0 || len(d.created) != 1 || d.created[0].Status != run.Failed ||
 			*d.created[0].Failure.Code != "stage_params_invalid" || d.created[0].Failure.Domain != "config" {
 			t.Fatalf("err %v started %d created %+v", err, len(started), d.created)
 		}

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/linefactory/linefactory/workflows"
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 func parseTime(t testing.TB, v any) time.Time {
@@ -157,7 +157,7 @@ func BenchmarkLineRuns(b *testing.B) {
 		wg.Wait()
 		wids := make([]string, n)
 		for i, id := range ids {
-			wids[i] = workflows.LineRunWorkflowID(id)
+			wids[i] = run.LineRunWorkflowID(id)
 		}
 		waitAll(wids)
 		elapsed := time.Since(start)

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/workflows"
 )
 
@@ -115,7 +116,7 @@ func TestEndToEndLineRun(t *testing.T) {
 	defer cancel()
 	var state map[string]any
 	for {
-		v, err := c.QueryWorkflow(ctx, workflows.LineRunWorkflowID(id), "", workflows.StateQuery)
+		v, err := c.QueryWorkflow(ctx, run.LineRunWorkflowID(id), "", workflows.StateQuery)
 		if err == nil && v.Get(&state) == nil && state["id"] == id && state["status"] == "running" {
 			break
 		}
@@ -143,26 +144,26 @@ func TestEndToEndLineRun(t *testing.T) {
 		}
 	}
 
-	run := d.waitLine(id, 2*time.Minute)
-	if run["status"] != "succeeded" {
-		b, _ := json.MarshalIndent(run, "", " ")
+	final := d.waitLine(id, 2*time.Minute)
+	if final["status"] != "succeeded" {
+		b, _ := json.MarshalIndent(final, "", " ")
 		t.Fatalf("line run: %s", b)
 	}
 	// At the end the query answers with the final record, field by field.
-	v, err := c.QueryWorkflow(ctx, workflows.LineRunWorkflowID(id), "", workflows.StateQuery)
+	v, err := c.QueryWorkflow(ctx, run.LineRunWorkflowID(id), "", workflows.StateQuery)
 	if err != nil || v.Get(&state) != nil {
 		t.Fatalf("final state query: %v", err)
 	}
-	for k, want := range run {
+	for k, want := range final {
 		if jsonString(state[k]) != jsonString(want) {
 			t.Errorf("final state query %s = %v, GET has %v", k, jsonString(state[k]), jsonString(want))
 		}
 	}
-	if run["trigger"].(map[string]any)["source"] != "manual" || run["triggered_by_actor"].(map[string]any)["name"] == nil ||
-		!strings.HasPrefix(jsonString(run["line_version_id"]), "lv_") {
-		t.Fatalf("trigger %v actor %v version %v", run["trigger"], run["triggered_by_actor"], run["line_version_id"])
+	if final["trigger"].(map[string]any)["source"] != "manual" || final["triggered_by_actor"].(map[string]any)["name"] == nil ||
+		!strings.HasPrefix(jsonString(final["line_version_id"]), "lv_") {
+		t.Fatalf("trigger %v actor %v version %v", final["trigger"], final["triggered_by_actor"], final["line_version_id"])
 	}
-	for i, tr := range run["manager_turns"].([]any) {
+	for i, tr := range final["manager_turns"].([]any) {
 		tr := tr.(map[string]any)
 		want := "continued_as_new"
 		if i == 4 {
@@ -173,32 +174,32 @@ func TestEndToEndLineRun(t *testing.T) {
 		}
 	}
 	var stageCost float64
-	for _, s := range run["stages"].([]any) {
+	for _, s := range final["stages"].([]any) {
 		s := s.(map[string]any)
 		if s["status"] != "succeeded" || s["total_cost_cents"].(float64) < 1 || s["cost_rated_at"] == nil || s["started_at"] == nil || s["completed_at"] == nil {
 			t.Fatalf("stage costs/times: %v", s)
 		}
 		stageCost += s["total_cost_cents"].(float64)
 	}
-	if stageCost != run["total_cost_cents"].(float64) || run["compute_cost_cents"].(float64)+run["inference_cost_cents"].(float64) != stageCost {
-		t.Fatalf("line costs %v/%v/%v, stages sum to %v", run["compute_cost_cents"], run["inference_cost_cents"], run["total_cost_cents"], stageCost)
+	if stageCost != final["total_cost_cents"].(float64) || final["compute_cost_cents"].(float64)+final["inference_cost_cents"].(float64) != stageCost {
+		t.Fatalf("line costs %v/%v/%v, stages sum to %v", final["compute_cost_cents"], final["inference_cost_cents"], final["total_cost_cents"], stageCost)
 	}
 	var got []string
-	for _, s := range run["stages"].([]any) {
+	for _, s := range final["stages"].([]any) {
 		s := s.(map[string]any)
 		got = append(got, s["stage_name"].(string)+"#"+jsonString(s["iteration"])+":"+jsonString(s["outcome"]))
 	}
 	if want := "start#1:go inc#1:again inc#2:again inc#3:done end#1:null"; strings.Join(got, " ") != want {
 		t.Fatalf("stages %v, want %s", got, want)
 	}
-	if turns := run["manager_turns"].([]any); len(turns) != 5 {
+	if turns := final["manager_turns"].([]any); len(turns) != 5 {
 		t.Fatalf("manager turns: %v", turns)
 	}
-	if out := run["stage_outputs"].(map[string]any)["end"].(map[string]any); out["greeting"] != "hello-hello-line" {
+	if out := final["stage_outputs"].(map[string]any)["end"].(map[string]any); out["greeting"] != "hello-hello-line" {
 		t.Fatalf("end stage outputs %v", out)
 	}
-	if run["total_cost_cents"].(float64) < 5 || run["cost_rated_at"] == nil {
-		t.Fatalf("costs: %v %v", run["total_cost_cents"], run["cost_rated_at"])
+	if final["total_cost_cents"].(float64) < 5 || final["cost_rated_at"] == nil {
+		t.Fatalf("costs: %v %v", final["total_cost_cents"], final["cost_rated_at"])
 	}
 
 	// A stopped line leaves no running job run or process.
@@ -218,12 +219,12 @@ func TestEndToEndLineRun(t *testing.T) {
 	if code, m := d.call("POST", "/factory/line-runs/"+id+"/stop", "application/json", []byte(`{"reason":"e2e stop"}`)); code != 202 {
 		t.Fatalf("stop: %d %v", code, m)
 	}
-	run = d.waitLine(id, 30*time.Second)
-	failure := run["failure"].(map[string]any)
-	if run["status"] != "cancelled" || failure["code"] != "user_cancelled" || failure["domain"] != "user" || !strings.Contains(run["error_message"].(string), "e2e stop") {
-		t.Fatalf("stopped line: %v", run)
+	final = d.waitLine(id, 30*time.Second)
+	failure := final["failure"].(map[string]any)
+	if final["status"] != "cancelled" || failure["code"] != "user_cancelled" || failure["domain"] != "user" || !strings.Contains(final["error_message"].(string), "e2e stop") {
+		t.Fatalf("stopped line: %v", final)
 	}
-	jobRunID := run["stages"].([]any)[0].(map[string]any)["job_run_id"].(string)
+	jobRunID := final["stages"].([]any)[0].(map[string]any)["job_run_id"].(string)
 	_, jr := d.call("GET", "/job-runs/"+jobRunID, "", nil)
 	if jr["status"] != "cancelled" {
 		t.Fatalf("the stage's job run is %v", jr["status"])
@@ -247,7 +248,7 @@ func TestEndToEndScheduleFires(t *testing.T) {
 	}
 	c := temporalClient(t, d)
 	// Fire now instead of waiting for 03:00.
-	if err := c.ScheduleClient().GetHandle(context.Background(), workflows.LineScheduleID("daily")).Trigger(context.Background(), client.ScheduleTriggerOptions{}); err != nil {
+	if err := c.ScheduleClient().GetHandle(context.Background(), run.LineScheduleID("daily")).Trigger(context.Background(), client.ScheduleTriggerOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -300,7 +301,7 @@ func TestEndToEndJobScheduleFires(t *testing.T) {
 		t.Fatalf("deploy v2: %d %v", code, dep)
 	}
 	c := temporalClient(t, d)
-	h := c.ScheduleClient().GetHandle(context.Background(), workflows.JobScheduleID("tick"))
+	h := c.ScheduleClient().GetHandle(context.Background(), run.JobScheduleID("tick"))
 	desc, err := h.Describe(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/activities/sandbox"
 	"github.com/linefactory/linefactory/cmd/internal/embedded"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/workflows"
 )
@@ -129,7 +130,7 @@ func (rt *runtime) ReadyChecks() map[string]func(context.Context) error {
 // StartJobRun starts a job run's workflow.
 func (rt *runtime) StartJobRun(ctx context.Context, in workflows.JobRunInput) error {
 	_, err := rt.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.JobRunWorkflowID(in.RunID), TaskQueue: workflows.TaskQueue,
+		ID: run.JobRunWorkflowID(in.RunID), TaskQueue: workflows.TaskQueue,
 	}, workflows.JobRunWorkflowName, in)
 	return err
 }
@@ -137,7 +138,7 @@ func (rt *runtime) StartJobRun(ctx context.Context, in workflows.JobRunInput) er
 // CancelJobRun asks a job run's workflow to stop. A workflow that is gone
 // or already completed (Temporal answers NotFound) needs no stop: nil.
 func (rt *runtime) CancelJobRun(ctx context.Context, runID string) error {
-	err := rt.client.CancelWorkflow(ctx, workflows.JobRunWorkflowID(runID), "")
+	err := rt.client.CancelWorkflow(ctx, run.JobRunWorkflowID(runID), "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil
@@ -169,7 +170,7 @@ func reapSandboxes(ctx context.Context, drv *sandbox.Local, logger *slog.Logger)
 // StartLineRun starts a line run's manager workflow.
 func (rt *runtime) StartLineRun(ctx context.Context, in workflows.LineRunInput) error {
 	_, err := rt.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.LineRunWorkflowID(in.RunID), TaskQueue: workflows.TaskQueue,
+		ID: run.LineRunWorkflowID(in.RunID), TaskQueue: workflows.TaskQueue,
 	}, workflows.LineRunWorkflowName, in)
 	return err
 }
@@ -177,7 +178,7 @@ func (rt *runtime) StartLineRun(ctx context.Context, in workflows.LineRunInput) 
 // CancelLineRun asks a line run's manager to stop; its running stage is
 // cancelled with it.
 func (rt *runtime) CancelLineRun(ctx context.Context, runID string) error {
-	return rt.client.CancelWorkflow(ctx, workflows.LineRunWorkflowID(runID), "")
+	return rt.client.CancelWorkflow(ctx, run.LineRunWorkflowID(runID), "")
 }
 
 // busy tells whether a TCP address is taken.
@@ -202,7 +203,7 @@ func (rt *runtime) UpsertSchedule(ctx context.Context, sc store.LineSchedule) er
 		var cur workflows.ScheduleFireInput
 		return converter.GetDefaultDataConverter().FromPayload(p, &cur) == nil && cur.Generation > sc.ScheduleGeneration
 	}
-	return rt.upsertTemporalSchedule(ctx, workflows.LineScheduleID(sc.LineName), spec, action, !sc.Enabled, newer)
+	return rt.upsertTemporalSchedule(ctx, run.LineScheduleID(sc.LineName), spec, action, !sc.Enabled, newer)
 }
 
 // UpsertJobSchedule creates or updates the Temporal Schedule that fires a
@@ -217,12 +218,12 @@ func (rt *runtime) UpsertJobSchedule(ctx context.Context, sc workflows.JobSchedu
 		var cur workflows.JobScheduleFireInput
 		return converter.GetDefaultDataConverter().FromPayload(p, &cur) == nil && cur.JobVersionID > sc.JobVersionID
 	}
-	return rt.upsertTemporalSchedule(ctx, workflows.JobScheduleID(sc.JobName), spec, action, !sc.Enabled, newer)
+	return rt.upsertTemporalSchedule(ctx, run.JobScheduleID(sc.JobName), spec, action, !sc.Enabled, newer)
 }
 
 // DeleteJobSchedule removes a job's Temporal Schedule, if any.
 func (rt *runtime) DeleteJobSchedule(ctx context.Context, job string) error {
-	return rt.deleteTemporalSchedule(ctx, workflows.JobScheduleID(job))
+	return rt.deleteTemporalSchedule(ctx, run.JobScheduleID(job))
 }
 
 // upsertTemporalSchedule creates the Temporal Schedule id, or replaces the
@@ -274,5 +275,5 @@ func (rt *runtime) deleteTemporalSchedule(ctx context.Context, id string) error 
 
 // DeleteSchedule removes a line's Temporal Schedule, if any.
 func (rt *runtime) DeleteSchedule(ctx context.Context, line string) error {
-	return rt.deleteTemporalSchedule(ctx, workflows.LineScheduleID(line))
+	return rt.deleteTemporalSchedule(ctx, run.LineScheduleID(line))
 }
