@@ -249,13 +249,9 @@ func (s *Server) jobRunLogs(c *gin.Context) error {
 	if step, err = resolveLogStep(jr, step); err != nil {
 		return err
 	}
-	follow := strings.Contains(c.GetHeader("Accept"), "text/event-stream")
-	if q, ok := c.GetQuery("follow"); ok && q != "" {
-		f, err := strconv.ParseBool(q)
-		if err != nil {
-			return invalid("bool_parsing", "follow must be true or false", "query", "follow")
-		}
-		follow = follow || f
+	follow, err := wantsFollow(c)
+	if err != nil {
+		return err
 	}
 	if !follow {
 		var b strings.Builder
@@ -284,7 +280,7 @@ func (s *Server) jobRunLogs(c *gin.Context) error {
 	c.Header("Content-Type", "text/event-stream")
 	c.Header("Cache-Control", "no-cache")
 	c.Status(http.StatusOK)
-	var after int64
+	after := lastEventID(c) // a reconnecting client resumes after the last chunk it saw
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -300,7 +296,7 @@ func (s *Server) jobRunLogs(c *gin.Context) error {
 				return nil
 			}
 			for _, ch := range chunks {
-				c.SSEvent("log", logEvent{Step: ch.Step, Stream: ch.Stream, Data: string(ch.Data)})
+				writeEvent(c, strconv.FormatInt(ch.Seq, 10), "log", logEvent{Step: ch.Step, Stream: ch.Stream, Data: string(ch.Data)})
 				after = ch.Seq
 			}
 			if len(chunks) == 0 {

@@ -59,6 +59,7 @@ type Store interface {
 
 	RunStore
 	LineRunStore
+	RunSearchStore
 }
 
 // Config configures the API server.
@@ -208,6 +209,7 @@ func (s *Server) registerRoutes() {
 	s.handle(http.MethodPost, "/tokens", ScopeAdmin, s.createToken)
 	s.handle(http.MethodGet, "/tokens", ScopeAdmin, s.listTokens)
 	s.handle(http.MethodDelete, "/tokens/:name", ScopeAdmin, s.deleteToken)
+	s.registerRunSearchRoutes()
 }
 
 // ---------------------------------------------------------------- middleware
