@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/linefactory/linefactory/manifests/tree"
 )
 
 func TestValidateExamples(t *testing.T) {
@@ -87,8 +89,8 @@ func TestValidateTellsLinesFromJobs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := writeFile(t, dir, tc.file, tc.body)
-			if got := isLineFile(p); got != tc.line {
-				t.Fatalf("isLineFile = %v, want %v", got, tc.line)
+			if got := tree.IsLineFile(p); got != tc.line {
+				t.Fatalf("IsLineFile = %v, want %v", got, tc.line)
 			}
 			if tc.name == "undecodable file" {
 				return
