@@ -599,4 +599,3 @@ func (a *App) waitingTransitions(ctx context.Context, c *client.Client, r lineRu
 	}
 	return out, nil
 }
-
