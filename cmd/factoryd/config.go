@@ -32,13 +32,15 @@ import (
 //	FACTORY_CENTS_PER_VCPU_HOUR --cents-per-vcpu-hour  compute rate per sandbox vCPU hour (4)
 //	FACTORY_CENTS_PER_GB_HOUR   --cents-per-gb-hour    compute rate per sandbox GiB of memory hour (0.5)
 type config struct {
-	HTTPAddr          string
-	DataDir           string
-	DatabaseURL       string
-	BootstrapToken    string
-	Roles             map[string]bool
-	MaxBodyBytes      int64
-	LogLevel          slog.Level
+	HTTPAddr       string
+	DataDir        string
+	DatabaseURL    string
+	BootstrapToken string
+	Roles          map[string]bool
+	MaxBodyBytes   int64
+	LogLevel       slog.Level
+	// LogFormat is text or json; "" picks text on a terminal, else json.
+	LogFormat         string
 	TemporalAddress   string
 	TemporalNamespace string
 	TemporalUIAddr    string
@@ -78,6 +80,7 @@ func loadConfig(name string, args []string) (config, error) {
 	fs.StringVar(&roles, "roles", env("FACTORY_ROLES", "api,worker"), "roles to run: api, worker (FACTORY_ROLES)")
 	fs.StringVar(&maxBody, "max-body-bytes", env("FACTORY_MAX_BODY_BYTES", "4194304"), "request body limit (FACTORY_MAX_BODY_BYTES)")
 	fs.StringVar(&logLevel, "log-level", env("FACTORY_LOG_LEVEL", "info"), "log level (FACTORY_LOG_LEVEL)")
+	fs.StringVar(&c.LogFormat, "log-format", env("FACTORY_LOG_FORMAT", ""), "log format: text or json (FACTORY_LOG_FORMAT; default text on a terminal, json otherwise)")
 	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "existing Temporal frontend host:port (TEMPORAL_ADDRESS); empty starts an embedded server")
 	fs.StringVar(&c.TemporalNamespace, "temporal-namespace", env("TEMPORAL_NAMESPACE", "default"), "Temporal namespace (TEMPORAL_NAMESPACE)")
 	fs.StringVar(&c.TemporalUIAddr, "temporal-ui-addr", env("FACTORY_TEMPORAL_UI_ADDR", "127.0.0.1:8233"), "embedded Temporal Web UI address, or off (FACTORY_TEMPORAL_UI_ADDR)")
@@ -135,6 +138,9 @@ func loadConfig(name string, args []string) (config, error) {
 	c.MaxBodyBytes = n
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return c, fmt.Errorf("--log-level: %v", err)
+	}
+	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
+		return c, fmt.Errorf("--log-format: %q is not text or json", c.LogFormat)
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || p <= 0 || p > 65535 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -27,10 +28,10 @@ func runServe(args []string) int {
 		fmt.Fprintf(os.Stderr, "factoryd serve: %v\n", err)
 		return 2
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := newLogger(cfg, os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, cfg, logger, nil); err != nil {
+	if err := serve(ctx, cfg, logger, nil, os.Stderr); err != nil {
 		logger.Error("factoryd stopped", slog.String("error", err.Error()))
 		return 1
 	}
@@ -40,7 +41,8 @@ func runServe(args []string) int {
 // serve runs the configured roles until ctx is done, then shuts down
 // gracefully: in-flight requests finish. ready, if not nil, receives the API
 // address once it listens.
-func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- string) error {
+// banner, if not nil, receives a short human summary once the API listens.
+func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- string, banner io.Writer) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -79,7 +81,10 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	addr := ln.Addr().String()
 	logger.Info("API listening", slog.String("addr", "http://"+addr), slog.String("store", redact(cfg.DatabaseURL)))
 	if cfg.BootstrapToken == "" {
-		logger.Info("to get an API token: factoryd token create --name me --scope admin (or set FACTORY_BOOTSTRAP_TOKEN)")
+		logger.Info("to get an API token: " + tokenHint(cfg) + " (or set FACTORY_BOOTSTRAP_TOKEN)")
+	}
+	if banner != nil {
+		printBanner(banner, cfg, addr, rt.uiURL())
 	}
 	if ready != nil {
 		ready <- addr

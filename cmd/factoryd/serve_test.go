@@ -36,7 +36,7 @@ func TestServeShutsDownCleanly(t *testing.T) {
 	defer cancel()
 	ready := make(chan string, 1)
 	errc := make(chan error, 1)
-	go func() { errc <- serve(ctx, cfg, logger, ready) }()
+	go func() { errc <- serve(ctx, cfg, logger, ready, nil) }()
 	var base string
 	select {
 	case addr := <-ready:
