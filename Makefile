@@ -2,7 +2,9 @@
 export GOTOOLCHAIN := local
 GO        ?= go
 BIN       ?= bin
-DATA_DIR  ?= .factory
+# FACTORY_DATA_DIR (and every other FACTORY_* variable) is taken from the
+# environment: FACTORY_DATA_DIR=/x make run uses /x.
+DATA_DIR  ?= $(or $(FACTORY_DATA_DIR),.factory)
 
 # Packages that do not link the Temporal server run with the race detector;
 # the few that do (cmd/...) build once without it (a -race build of the server
@@ -16,8 +18,12 @@ WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 .PHONY: run test bench lint build fmt clean
 
 ## run: build and start API + worker + embedded Temporal (+ Web UI) on a SQLite store
-run: build
-	FACTORY_DATA_DIR=$(DATA_DIR) ./$(BIN)/factoryd serve
+run:
+	@echo "==> building $(BIN)/factoryd and $(BIN)/factoryctl"
+	@test -x $(BIN)/factoryd || echo "    (the first build compiles the embedded Temporal server: a few minutes; later builds take seconds)"
+	@$(MAKE) --no-print-directory build
+	@echo "==> starting $(BIN)/factoryd serve with data dir $(DATA_DIR)"
+	@FACTORY_DATA_DIR=$(DATA_DIR) ./$(BIN)/factoryd serve
 
 ## test: every test; PostgreSQL tests run when FACTORY_TEST_POSTGRES_DSN is set
 test:
@@ -35,9 +41,10 @@ lint:
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(WORKFLOWCHECK) ./workflows/...
 
-## build: the factoryd binary into ./bin
+## build: the factoryd and factoryctl binaries into ./bin
 build:
 	$(GO) build -o $(BIN)/factoryd ./cmd/factoryd
+	$(GO) build -o $(BIN)/factoryctl ./cmd/factoryctl
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

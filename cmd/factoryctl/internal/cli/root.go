@@ -126,6 +126,9 @@ Output is a table on a terminal and JSON when piped (--output table|json).`,
 			c.Example = `  source <(factoryctl completion bash)
   factoryctl completion zsh > "${fpath[1]}/_factoryctl"
   factoryctl completion fish > ~/.config/fish/completions/factoryctl.fish`
+			for _, sh := range c.Commands() {
+				sh.Example = "  factoryctl completion " + sh.Name() + " --help   # how to load it"
+			}
 		}
 	}
 	return root
