@@ -278,6 +278,18 @@ func TestRunWaitExitCodes(t *testing.T) {
 		t.Fatalf("run without --wait: %s", r.stdout)
 	}
 
+	// -q prints the id alone; with --wait the exit code is the outcome.
+	r = e.run("write", "run", "job", "hello", "-q")
+	e.expect(r, 0)
+	if id := strings.TrimSpace(r.stdout); !strings.HasPrefix(id, "jr_") || strings.ContainsAny(id, " \n{") {
+		t.Fatalf("run -q: %q", r.stdout)
+	}
+	r = e.run("write", "run", "line", "build-until-green", "-p", "who=cancel", "-q", "--wait")
+	e.expect(r, 2)
+	if !strings.HasPrefix(r.stdout, "lr_") || r.stderr != "" {
+		t.Fatalf("run -q --wait: %q %q", r.stdout, r.stderr)
+	}
+
 	// A line: every stage and its logs, the path and the cost.
 	r = e.run("write", "run", "line", "build-until-green", "-p", "who=you", "--wait", "--follow", "-o", "table")
 	e.expect(r, 0, "stage build", "stage check", "stage announce", "[build greet/say] hello from jr_", "[announce greet/say]",

@@ -34,6 +34,28 @@ func TestTokenCreate(t *testing.T) {
 	if code := tokenCommand([]string{"create", "--name", "x", "--scope", "root", "--data-dir", dir}, &out, &errOut); code != 2 {
 		t.Fatalf("bad scope: exit %d", code)
 	}
+	// --force replaces the token: the old secret stops working.
+	out.Reset()
+	if code := tokenCommand([]string{"create", "--name", "ci", "--scope", "admin", "--force", "--data-dir", dir}, &out, &errOut); code != 0 {
+		t.Fatalf("create --force: exit %d %s", code, errOut.String())
+	}
+	if _, err := st.FindTokenByHash(context.Background(), api.HashToken(secret)); err == nil {
+		t.Fatal("the replaced secret still works")
+	}
+	if tok, err := st.FindTokenByHash(context.Background(), api.HashToken(strings.TrimSpace(out.String()))); err != nil || tok.Scope != "admin" {
+		t.Fatalf("forced token: %+v %v", tok, err)
+	}
+	out.Reset()
+	if code := tokenCommand([]string{"list", "--data-dir", dir}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "ci    admin") {
+		t.Fatalf("token list: exit %d\n%s", code, out.String())
+	}
+	if code := tokenCommand([]string{"revoke", "ci", "--data-dir", dir}, &out, &errOut); code != 0 {
+		t.Fatalf("revoke: exit %d %s", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := tokenCommand([]string{"revoke", "ci", "--data-dir", dir}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "no token named") {
+		t.Fatalf("revoke twice: exit %d %s", code, errOut.String())
+	}
 	// The bootstrap token is seeded once and replaced when its secret changes.
 	if err := seedBootstrapToken(context.Background(), st, "first"); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ type runOptions struct {
 	version    string
 	wait       bool
 	follow     bool
+	quiet      bool
 }
 
 func (a *App) runCommand() *cobra.Command {
@@ -71,6 +72,7 @@ line, with status, duration and cost) and exits with its outcome: 0 succeeded,
 	f.StringVar(&o.paramsFile, "params-file", "", "a JSON or TOML file of params")
 	f.BoolVarP(&o.wait, "wait", "w", false, "wait for the run to end, showing progress; the exit code is its outcome")
 	f.BoolVarP(&o.follow, "follow", "f", false, "stream the run's logs while waiting (implies --wait)")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "print only the run id (with --wait: no progress, the exit code tells the outcome)")
 	if kind == "job" {
 		f.StringVar(&o.version, "version-id", "", "run this job version (default: the latest)")
 	}
@@ -230,6 +232,20 @@ func (a *App) startRun(ctx context.Context, kind, name string, o runOptions) err
 	if err := json.Unmarshal(raw, &started); err != nil {
 		return err
 	}
+	if o.quiet {
+		fmt.Fprintln(a.Stdout, started.ID)
+		if !o.wait && !o.follow {
+			return nil
+		}
+		status, err := a.waitQuiet(ctx, c, started.ID)
+		if err != nil {
+			return err
+		}
+		if code := statusExit(status); code != ExitOK {
+			return &exitError{code: code}
+		}
+		return nil
+	}
 	if !o.wait && !o.follow {
 		if a.jsonOutput() {
 			return printJSON(a.Stdout, raw)
@@ -296,6 +312,29 @@ func (a *App) waitRun(ctx context.Context, c *client.Client, id string, follow b
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// waitQuiet waits for a run to end without printing anything.
+func (a *App) waitQuiet(ctx context.Context, c *client.Client, id string) (string, error) {
+	path := "/job-runs/" + id
+	final := finalJob
+	if runKind(id) == "line" {
+		path, final = "/factory/line-runs/"+id, finalLine
+	}
+	for {
+		var r struct {
+			Status string `json:"status"`
+		}
+		if err := c.Get(ctx, path, nil, &r); err != nil {
+			return "", err
+		}
+		if final[r.Status] {
+			return r.Status, nil
+		}
+		if err := a.sleep(ctx); err != nil {
+			return "", err
+		}
+	}
 }
 
 // pollJob prints each step as its status changes.
