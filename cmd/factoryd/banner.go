@@ -73,9 +73,10 @@ func printBanner(w io.Writer, cfg config, apiAddr, uiURL string) {
 	} else {
 		fmt.Fprintf(&b, "  token     export FACTORY_TOKEN=$(%s)\n", tokenHint(cfg))
 	}
-	ctl := filepath.Join(filepath.Dir(selfPath()), "factoryctl")
-	if selfPath() == "factoryd" {
-		ctl = "factoryctl"
+	// factoryctl sits beside factoryd (make build puts both into ./bin).
+	ctl := "factoryctl"
+	if dir, ok := strings.CutSuffix(selfPath(), "factoryd"); ok {
+		ctl = dir + "factoryctl"
 	}
 	fmt.Fprintf(&b, "  then      export FACTORY_URL=%s; %s deploy manifests/examples\n", base, ctl)
 	fmt.Fprintf(&b, "            %s run job hello -p who=you --wait --follow\n", ctl)

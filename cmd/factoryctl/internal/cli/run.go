@@ -350,10 +350,6 @@ func (a *App) pollJob(ctx context.Context, c *client.Client, id string, write fu
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return "", nil, err
 		}
-		if r.Status != lastStatus {
-			write(fmt.Sprintf("%s  %s\n", r.JobName, r.Status))
-			lastStatus = r.Status
-		}
 		for _, s := range r.StepTimeline {
 			key := s.TaskName + "/" + s.Name
 			if s.Status == "pending" || seen[key] == s.Status {
@@ -365,6 +361,10 @@ func (a *App) pollJob(ctx context.Context, c *client.Client, id string, write fu
 				line += "  " + *s.ErrorCode
 			}
 			write(line + "\n")
+		}
+		if r.Status != lastStatus {
+			write(fmt.Sprintf("%s  %s\n", r.JobName, r.Status))
+			lastStatus = r.Status
 		}
 		if finalJob[r.Status] {
 			return r.Status, raw, nil
@@ -389,14 +389,6 @@ func (a *App) pollLine(ctx context.Context, c *client.Client, id string, write f
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return "", nil, err
 		}
-		if r.Status != lastStatus {
-			line := fmt.Sprintf("%s  %s", r.LineName, r.Status)
-			if r.Status == "waiting" {
-				line += fmt.Sprintf("  (a transition needs a selection: factoryctl select %s)", r.ID)
-			}
-			write(line + "\n")
-			lastStatus = r.Status
-		}
 		for i, s := range r.Stages {
 			if seen[i] == s.Status {
 				continue
@@ -407,6 +399,14 @@ func (a *App) pollLine(ctx context.Context, c *client.Client, id string, write f
 				line += "  (carried)"
 			}
 			write(line + "\n")
+		}
+		if r.Status != lastStatus {
+			line := fmt.Sprintf("%s  %s", r.LineName, r.Status)
+			if r.Status == "waiting" {
+				line += fmt.Sprintf("  (a transition needs a selection: factoryctl select %s)", r.ID)
+			}
+			write(line + "\n")
+			lastStatus = r.Status
 		}
 		if finalLine[r.Status] {
 			return r.Status, raw, nil

@@ -53,6 +53,8 @@ func (e *Error) Error() string {
 	fmt.Fprintf(&b, "%d", e.Status)
 	if e.Code != "" {
 		fmt.Fprintf(&b, " %s", e.Code)
+	} else if len(e.Detail) > 0 {
+		b.WriteString(" invalid input:")
 	}
 	if e.Message != "" {
 		fmt.Fprintf(&b, ": %s", e.Message)
