@@ -29,6 +29,10 @@ func init() {
 	queryDescriptions["line"] = "only runs of this line"
 	queryDescriptions["line_run_id"] = "only the job runs of this line run"
 	queryDescriptions["since"] = "only runs created at or after this time: RFC 3339 (2026-11-23T10:00:00Z) or a duration before now (90m, 24h, 7d)"
+	if op, ok := operations["GET /job-runs/{run_id}/logs"]; ok {
+		op.summary = "Step output: text/plain, or Server-Sent Events with follow=true until the run ends; every log event has an id (its sequence number), send it back as Last-Event-ID to resume after it"
+		operations["GET /job-runs/{run_id}/logs"] = op
+	}
 	operations["GET /job-runs"] = opSpec{summary: "List the runs of every job, newest first", success: 200, response: list("JobRun"),
 		query: []string{"limit", "offset", "status", "job", "line_run_id", "since"}}
 	operations["GET /factory/line-runs"] = opSpec{summary: "List the runs of every line, newest first (list items, without transitions and stage outputs)", success: 200,

@@ -203,6 +203,9 @@ a job, --line only those of a line; --status and --since (RFC 3339, or a duratio
 				return err
 			}
 			ctx := cmd.Context()
+			if limit < 1 || limit > 200 || offset < 0 || limit+offset > 200 {
+				return &exitError{code: ExitFailed, msg: "--limit must be 1..200 and --limit plus --offset at most 200"}
+			}
 			q := client.Query("status", status, "since", since, "limit", client.Itoa(limit+offset))
 			type row struct {
 				kind, id, name, status, duration, cost string
