@@ -27,6 +27,8 @@ type RunSearchStore interface {
 func init() {
 	queryDescriptions["job"] = "only runs of this job"
 	queryDescriptions["line"] = "only runs of this line"
+	queryDescriptions["job_name"] = "the same as job"
+	queryDescriptions["line_name"] = "the same as line"
 	queryDescriptions["line_run_id"] = "only the job runs of this line run"
 	queryDescriptions["since"] = "only runs created at or after this time: RFC 3339 (2026-11-23T10:00:00Z) or a duration before now (90m, 24h, 7d)"
 	if op, ok := operations["GET /job-runs/{run_id}/logs"]; ok {
@@ -34,9 +36,9 @@ func init() {
 		operations["GET /job-runs/{run_id}/logs"] = op
 	}
 	operations["GET /job-runs"] = opSpec{summary: "List the runs of every job, newest first", success: 200, response: list("JobRun"),
-		query: []string{"limit", "offset", "status", "job", "line_run_id", "since"}}
+		query: []string{"limit", "offset", "status", "job", "job_name", "line_run_id", "since"}}
 	operations["GET /factory/line-runs"] = opSpec{summary: "List the runs of every line, newest first (list items, without transitions and stage outputs)", success: 200,
-		response: list("LineRun"), query: []string{"limit", "offset", "status", "line", "since"}}
+		response: list("LineRun"), query: []string{"limit", "offset", "status", "line", "line_name", "since"}}
 	operations["GET /factory/line-runs/{run_id}/logs"] = opSpec{summary: "Step output of every stage of a line run: text/plain (stage by stage, each step headed " +
 		"\"==> stage task/step <==\"), or Server-Sent Events with follow=true until the run ends; every log event has an id, send it back as Last-Event-ID to resume",
 		success: 200, query: []string{"follow"}, text: true}
@@ -73,6 +75,17 @@ func (s *Server) runSearch(c *gin.Context, statuses []string) (store.RunSearch, 
 	return f, nil
 }
 
+// firstQuery is the first non-empty of several query parameters (a name
+// and its aliases).
+func firstQuery(c *gin.Context, names ...string) string {
+	for _, n := range names {
+		if v := c.Query(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
 func contains(list []string, v string) bool {
 	for _, x := range list {
 		if x == v {
@@ -104,7 +117,7 @@ func (s *Server) searchJobRuns(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	f.Name, f.LineRunID = c.Query("job"), c.Query("line_run_id")
+	f.Name, f.LineRunID = firstQuery(c, "job", "job_name"), c.Query("line_run_id")
 	runs, err := s.store.SearchJobRuns(c.Request.Context(), f)
 	if err != nil {
 		return err
@@ -118,7 +131,7 @@ func (s *Server) searchLineRuns(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	f.Name = c.Query("line")
+	f.Name = firstQuery(c, "line", "line_name")
 	runs, err := s.store.SearchLineRuns(c.Request.Context(), f)
 	if err != nil {
 		return err

@@ -81,6 +81,9 @@ func TestRunSearch(t *testing.T) {
 		if got := ids(t, get("/job-runs?job=hello")); got != "jr_c,jr_a" {
 			t.Fatalf("job filter: %s", got)
 		}
+		if got := ids(t, get("/job-runs?job_name=check")); got != "jr_b" {
+			t.Fatalf("job_name filter: %s", got)
+		}
 		if got := ids(t, get("/job-runs?status=failed")); got != "jr_b" {
 			t.Fatalf("status filter: %s", got)
 		}
@@ -116,6 +119,9 @@ func TestRunSearch(t *testing.T) {
 		}
 		if got := ids(t, get("/factory/line-runs?line=nightly")); got != "lr_2" {
 			t.Fatalf("line filter: %s", got)
+		}
+		if got := ids(t, get("/factory/line-runs?line_name=build-until-green")); got != "lr_1" {
+			t.Fatalf("line_name filter: %s", got)
 		}
 		if got := ids(t, get("/factory/line-runs?status=succeeded")); got != "lr_1" {
 			t.Fatalf("status filter: %s", got)
