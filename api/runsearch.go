@@ -12,6 +12,7 @@ import (
 	"github.com/gin-contrib/sse"
 	"github.com/gin-gonic/gin"
 
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -52,18 +53,19 @@ func (s *Server) registerRunSearchRoutes() {
 	s.handle(http.MethodGet, "/factory/line-runs/:run_id/logs", ScopeRead, s.lineRunLogs)
 }
 
-var jobRunStatuses = []string{"queued", "running", "succeeded", "failed", "cancelled", "timed_out"}
-var lineRunStatuses = []string{"queued", "running", "waiting", "succeeded", "failed", "cancelled"}
-
-// runSearch reads the common filters of the run lists.
-func (s *Server) runSearch(c *gin.Context, statuses []string) (store.RunSearch, error) {
+// runSearch reads the common filters of the run lists of a kind of run.
+func (s *Server) runSearch(c *gin.Context, kind run.Kind) (store.RunSearch, error) {
 	limit, offset, err := page(c)
 	if err != nil {
 		return store.RunSearch{}, err
 	}
-	f := store.RunSearch{Status: c.Query("status"), Limit: limit, Offset: offset}
-	if f.Status != "" && !contains(statuses, f.Status) {
-		return f, invalid("enum", "status must be one of "+strings.Join(statuses, ", "), "query", "status")
+	f := store.RunSearch{Status: run.Status(c.Query("status")), Limit: limit, Offset: offset}
+	if f.Status != "" && !kind.Valid(f.Status) {
+		var names []string
+		for _, st := range kind.Statuses() {
+			names = append(names, string(st))
+		}
+		return f, invalid("enum", "status must be one of "+strings.Join(names, ", "), "query", "status")
 	}
 	if raw := c.Query("since"); raw != "" {
 		since, err := parseSince(raw, s.cfg.Now())
@@ -86,15 +88,6 @@ func firstQuery(c *gin.Context, names ...string) string {
 	return ""
 }
 
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
 // parseSince reads an RFC 3339 time, or a duration before now: a Go
 // duration ("90m", "24h") or whole days ("7d").
 func parseSince(raw string, now time.Time) (time.Time, error) {
@@ -113,7 +106,7 @@ func parseSince(raw string, now time.Time) (time.Time, error) {
 }
 
 func (s *Server) searchJobRuns(c *gin.Context) error {
-	f, err := s.runSearch(c, jobRunStatuses)
+	f, err := s.runSearch(c, run.JobRun)
 	if err != nil {
 		return err
 	}
@@ -127,7 +120,7 @@ func (s *Server) searchJobRuns(c *gin.Context) error {
 }
 
 func (s *Server) searchLineRuns(c *gin.Context) error {
-	f, err := s.runSearch(c, lineRunStatuses)
+	f, err := s.runSearch(c, run.LineRun)
 	if err != nil {
 		return err
 	}
@@ -256,11 +249,11 @@ func (s *Server) lineRunLogs(c *gin.Context) error {
 	for {
 		// The status is read before the logs: every chunk written before a
 		// final status is seen by the reads that follow it.
-		r, err := s.store.GetLineRun(ctx, id)
+		lr, err := s.store.GetLineRun(ctx, id)
 		if err != nil {
 			return nil
 		}
-		if err := src.refresh(ctx, r); err != nil {
+		if err := src.refresh(ctx, lr); err != nil {
 			return nil
 		}
 		for {
@@ -278,8 +271,8 @@ func (s *Server) lineRunLogs(c *gin.Context) error {
 			}
 		}
 		c.Writer.Flush()
-		if finalLineStatuses[r.Status] {
-			writeEvent(c, "", "end", gin.H{"status": r.Status})
+		if run.LineRun.Terminal(lr.Status) {
+			writeEvent(c, "", "end", gin.H{"status": lr.Status})
 			c.Writer.Flush()
 			return nil
 		}

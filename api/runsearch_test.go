@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -20,7 +21,7 @@ func seedRuns(t *testing.T, st *store.Store, base time.Time) (lineRunID string, 
 		t.Fatal(err)
 	}
 	mk := func(id, job, status string, at time.Time, stage string) {
-		r := store.JobRun{ID: id, JobName: job, JobVersionID: "jv_x", Status: status, CreatedAt: at}
+		r := store.JobRun{ID: id, JobName: job, JobVersionID: "jv_x", Status: run.Status(status), CreatedAt: at}
 		if stage != "" {
 			lid := lr.ID
 			r.LineRunID, r.StageName = &lid, &stage

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 // RunSearch selects runs across all jobs or lines; empty fields match all.
@@ -11,7 +13,7 @@ import (
 type RunSearch struct {
 	// Name is the job name (job runs) or the line name (line runs).
 	Name   string
-	Status string
+	Status run.Status
 	// LineRunID selects the job runs of one line run (job runs only).
 	LineRunID string
 	// Since keeps runs created at or after it; zero keeps all.

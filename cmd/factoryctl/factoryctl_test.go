@@ -18,6 +18,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/linefactory/linefactory/api"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/store/storetest"
 	"github.com/linefactory/linefactory/workflows"
@@ -50,17 +51,17 @@ type fakeRuns struct {
 	st *store.Store
 }
 
-func outcome(params map[string]any) string {
+func outcome(params map[string]any) run.Status {
 	switch params["who"] {
 	case "fail":
-		return "failed"
+		return run.Failed
 	case "cancel":
-		return "cancelled"
+		return run.Cancelled
 	}
-	return "succeeded"
+	return run.Succeeded
 }
 
-func (f *fakeRuns) playJob(ctx context.Context, id, status string) error {
+func (f *fakeRuns) playJob(ctx context.Context, id string, status run.Status) error {
 	now := time.Now().UTC()
 	if err := f.st.AppendStepLog(ctx, id, "greet/say", "stdout", []byte("hello from "+id+"\n")); err != nil {
 		return err
@@ -88,14 +89,14 @@ func (f *fakeRuns) StartLineRun(ctx context.Context, in workflows.LineRunInput) 
 	ctx = context.WithoutCancel(ctx)
 	final := outcome(in.Params)
 	var stages []store.LineRunStage
-	status := "succeeded"
+	status := run.Succeeded
 	for i, s := range in.Manifest.Stages {
 		jr, err := f.st.CreateJobRun(ctx, store.JobRun{JobName: s.Job, JobVersionID: "jv_fake", Status: "queued", LineRunID: &in.RunID, StageName: &s.ID})
 		if err != nil {
 			return err
 		}
-		st := "succeeded"
-		if i == 1 && final != "succeeded" {
+		st := run.Succeeded
+		if i == 1 && final != run.Succeeded {
 			st = final
 		}
 		if err := f.playJob(ctx, jr.ID, st); err != nil {
@@ -112,11 +113,11 @@ func (f *fakeRuns) StartLineRun(ctx context.Context, in workflows.LineRunInput) 
 		now := time.Now().UTC()
 		r.Status, r.Stages, r.StartedAt, r.CompletedAt = status, stages, &now, &now
 		if status == "failed" {
-			code, msg, stage := "stage_failed", "stage check failed", "check"
+			code, msg, stage := run.FailureCode("stage_failed"), "stage check failed", "check"
 			r.Failure = &store.LineRunFailure{Code: &code, Domain: "config", ErrorMessage: &msg, StageName: &stage}
 		}
 		if status == "cancelled" {
-			code := "user_cancelled"
+			code := run.FailureCode("user_cancelled")
 			r.Failure = &store.LineRunFailure{Code: &code, Domain: "user"}
 		}
 		return nil
