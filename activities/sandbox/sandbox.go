@@ -114,10 +114,15 @@ type Sandbox struct {
 	LastActiveAt    time.Time            `json:"last_active_at"`
 	// LimitsApplied says which resource limits are enforced and why not.
 	LimitsApplied map[string]string `json:"limits_applied"`
-	// Cgroups lists the cgroup v1 controllers the sandbox has its own
-	// group in (memory, cpu, freezer), where the host allows it.
-	Cgroups    []string `json:"cgroups,omitempty"`
-	CgroupName string   `json:"cgroup_name,omitempty"`
+	// CgroupName names the sandbox's cgroup (under linefactory/ in each
+	// hierarchy), which exists while a command runs in it.
+	CgroupName string `json:"cgroup_name,omitempty"`
+	// Mode is the Spec.Mode that made it.
+	Mode string `json:"mode,omitempty"`
+	// Isolation is the driver's isolation when it was made.
+	Isolation string `json:"isolation,omitempty"`
+	// HostUID owns its files and runs its commands on the host (isolated).
+	HostUID int `json:"host_uid,omitempty"`
 	// ProvisionKey is Spec.Key of the provision that made it.
 	ProvisionKey string `json:"provision_key,omitempty"`
 	// Created is true when Acquire made it (false when it reused one).
@@ -132,6 +137,9 @@ type ExecRequest struct {
 	Argv    []string
 	Workdir string // relative to the workspace
 	Env     map[string]string
+	// User is the user the command runs as inside the sandbox ("" for an
+	// unprivileged default; see stepUser).
+	User    string
 	Stdout  io.Writer
 	Stderr  io.Writer
 	Timeout time.Duration // 0 = none
