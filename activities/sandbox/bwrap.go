@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -179,6 +180,9 @@ func connect(infoR, blockW *os.File) (*exec.Cmd, error) {
 	if err := json.NewDecoder(infoR).Decode(&info); err != nil || info.ChildPid == 0 {
 		return nil, fmt.Errorf("bwrap did not report its sandbox (%v)", err)
 	}
+	if err := waitLoopback(info.ChildPid); err != nil {
+		return nil, err
+	}
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -233,4 +237,23 @@ func blockHost(pid int) error {
 		return fmt.Errorf("block the host's addresses in the sandbox (nsenter, ip): %v: %s", err, bytes.TrimSpace(out))
 	}
 	return nil
+}
+
+// waitLoopback waits until bwrap has set up the namespace's loopback (it
+// does so while slirp4netns could already be configuring it otherwise).
+func waitLoopback(pid int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/fib_trie", pid))
+		if err != nil {
+			return fmt.Errorf("the sandbox ended before it had a network: %w", err)
+		}
+		if bytes.Contains(data, []byte("127.0.0.1")) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the sandbox's loopback did not come up")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -285,15 +286,13 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 			target = strings.TrimSuffix(filepath.Base(src.RepoURL), ".git")
 		}
 		dest, err := within(sb.Root, target)
+		if err == nil && l.isolated() {
+			dest = filepath.Join(insideRoot, target)
+		}
 		if err != nil {
 			return fail(err)
 		}
-		var out bytes.Buffer
-		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: append([]string{"git"}, append(args, "--", src.RepoURL, dest)...),
-			Stdout: &out, Stderr: &out, Network: true})
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("exit %d: %s", res.ExitCode, tail(out.String()))
-		}
+		err = l.clone(ctx, sb, append(args, "--", src.RepoURL, dest))
 		if err != nil {
 			return fail(errorf(CodeProvisioningFailed, err, "clone sources[%d] %s", i, src.RepoURL))
 		}
@@ -542,4 +541,29 @@ func isolationNote(mode string) string {
 		return "none (FACTORY_SANDBOX_ISOLATION=none): commands run on the host as factoryd's user, with its view of files, processes and network"
 	}
 	return "bwrap: an unprivileged user in its own user, mount, PID, IPC and network namespaces; a read-only system view, its workspace and its own /tmp; online through slirp4netns without the host's loopback, addresses or private ranges"
+}
+
+// clone runs git clone for a source. A remote repository is cloned inside
+// the sandbox (with the network); a local one (a path or file:// URL),
+// which the sandbox cannot see, by factoryd on the host, then given to the
+// sandbox's user.
+func (l *Local) clone(ctx context.Context, sb Sandbox, args []string) error {
+	url := args[len(args)-2]
+	var out bytes.Buffer
+	if !l.isolated() || !(strings.HasPrefix(url, "/") || strings.HasPrefix(url, "file://")) {
+		res, err := l.Exec(ctx, ExecRequest{Sandbox: sb.Name, Argv: append([]string{"git"}, args...), Stdout: &out, Stderr: &out, Network: true})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, tail(out.String()))
+		}
+		return err
+	}
+	dest := filepath.Join(sb.Root, strings.TrimPrefix(args[len(args)-1], insideRoot))
+	args[len(args)-1] = dest
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "protocol.allow=never", "-c", "protocol.file.allow=always"}, args...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + l.root, "GIT_TERMINAL_PROMPT=0"}
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%v: %s", err, tail(out.String()))
+	}
+	return chownTree(sb.Root, sb.HostUID)
 }
