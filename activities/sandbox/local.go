@@ -299,7 +299,7 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 	}
 	for i, sc := range spec.SetupScripts {
 		var out bytes.Buffer
-		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: []string{sc.Script}, Stdout: &out, Stderr: &out, Network: true})
+		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: []string{sc.Script}, Env: spec.SetupEnv, Stdout: &out, Stderr: &out, Network: true})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit %d: %s", res.ExitCode, tail(out.String()))
 		}

@@ -91,8 +91,11 @@ type Spec struct {
 	Sources         []manifests.GitSource
 	SetupScripts    []manifests.SetupScript
 	SnapshotName    string
-	Lifecycle       *manifests.Lifecycle
-	RunID           string
+	// SetupEnv is added to the environment of the setup scripts (the
+	// params as SVC_PARAM_<NAME>).
+	SetupEnv  map[string]string
+	Lifecycle *manifests.Lifecycle
+	RunID     string
 	// Key makes provisioning idempotent: a provision whose name exists with
 	// the same key (a retried or resumed attempt of the same run's task)
 	// gets that sandbox back instead of SANDBOX_ALREADY_EXISTS.

@@ -27,6 +27,7 @@ func runServe(args []string) int {
 		fmt.Fprintf(os.Stderr, "factoryd serve: %v\n", err)
 		return 2
 	}
+	scrubSecrets()
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -41,7 +42,7 @@ func runServe(args []string) int {
 // gracefully: in-flight requests finish. ready, if not nil, receives the API
 // address once it listens.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- string) error {
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := privateDataDir(cfg.DataDir); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	st, err := store.Open(ctx, cfg.DatabaseURL)
@@ -49,6 +50,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 		return err
 	}
 	defer st.Close()
+	privateStore(cfg)
 	if err := seedBootstrapToken(ctx, st, cfg.BootstrapToken); err != nil {
 		return fmt.Errorf("bootstrap token: %w", err)
 	}
