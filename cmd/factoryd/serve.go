@@ -27,7 +27,7 @@ func runServe(args []string) int {
 		fmt.Fprintf(os.Stderr, "factoryd serve: %v\n", err)
 		return 2
 	}
-	scrubSecrets()
+	scrubSecrets(&cfg)
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
