@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -427,19 +426,23 @@ func (l *Local) release(sb Sandbox, r *running) {
 }
 
 // copyOutput moves the output file a command wrote in its /tmp to the host
-// path the caller reads: only a regular file, never through a symlink.
+// path the caller reads: only a regular file's content, never through a
+// symlink.
 func copyOutput(local, host string) error {
 	defer os.Remove(local)
 	in, err := os.OpenFile(local, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("the output file is not a regular file: %w", err)
+	var st os.FileInfo
+	if err == nil {
+		defer in.Close()
+		st, err = in.Stat()
 	}
-	defer in.Close()
-	if st, err := in.Stat(); err != nil || !st.Mode().IsRegular() {
-		return errors.New("the output file is not a regular file")
+	if err != nil || !st.Mode().IsRegular() {
+		// a FIFO, a symlink...: the caller sees the same kind of thing
+		// (never its target) and reports it as its own contract error
+		return syscall.Mkfifo(host, 0o600)
 	}
 	out, err := os.OpenFile(host, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
