@@ -236,7 +236,7 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 	scripts := make([]manifests.SetupScript, len(cfg.SetupScripts))
 	for i, sc := range cfg.SetupScripts {
 		scripts[i] = sc
-		if scripts[i].Script, err = manifests.Render(sc.Script, in.Params); err != nil {
+		if scripts[i].Script, err = manifests.RenderShell(sc.Script, in.Params); err != nil { // values are data
 			return AcquireSandboxResult{}, permanent(run.CodeTemplateInvalid, err)
 		}
 	}
@@ -260,7 +260,7 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 	sb, err := a.Sandboxes.Acquire(ctx, sandbox.Spec{
 		Mode: cfg.Mode, Name: name, Image: cfg.Image, Vcpus: *cfg.Vcpus, MemoryMB: *cfg.MemoryMB, DiskGB: *cfg.DiskGB,
 		InternetEnabled: *cfg.InternetEnabled, Env: env, Sources: sources, SetupScripts: scripts,
-		SnapshotName: cfg.SnapshotName, Lifecycle: cfg.Lifecycle, RunID: in.RunID, Key: key,
+		SnapshotName: cfg.SnapshotName, Lifecycle: cfg.Lifecycle, RunID: in.RunID, Key: key, SetupEnv: manifests.ParamEnv(in.Params),
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -491,7 +491,7 @@ func (a *Activities) runAction(ctx context.Context, in RunStepInput) (RunStepRes
 }
 
 func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, error) {
-	argv, err := manifests.RenderAll(in.Action.Exec, in.Params)
+	argv, err := manifests.RenderCommand(in.Action.Exec, in.Params) // a shell string gets params as variables
 	if err != nil {
 		return RunStepResult{}, &templateError{err}
 	}
@@ -516,7 +516,7 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 
 	res, err := a.Sandboxes.Exec(ctx, sandbox.ExecRequest{
 		Sandbox: in.Sandbox, Argv: argv, Workdir: workdir, Stdout: stdout, Stderr: stderr,
-		Env: map[string]string{"SVC_OUTPUT": outPath}, Timeout: time.Duration(in.TimeoutSeconds) * time.Second,
+		Env: stepEnv(outPath, in.Params), Timeout: time.Duration(in.TimeoutSeconds) * time.Second, User: in.Action.User,
 	})
 	stdout.flush()
 	stderr.flush()
@@ -727,13 +727,7 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 			res.Outputs = outputs
 		}
 	}
-	if t := in.Manifest.Run.TeardownOnComplete; t != nil && *t {
-		for _, name := range in.Sandboxes {
-			if err := a.Sandboxes.Delete(ctx, name); err != nil && sandbox.CodeOf(err) != sandbox.CodeNotFound && a.Logger != nil {
-				a.Logger.Warn("teardown sandbox", slog.String("sandbox", name), slog.String("error", err.Error()))
-			}
-		}
-	}
+	a.teardown(ctx, in)
 	res.CostCents = int64(math.Ceil(in.ComputeCostCents - 1e-9))
 	now := a.now()
 	_, err := a.Store.UpdateJobRun(ctx, in.RunID, func(r *store.JobRun) error {
@@ -859,4 +853,12 @@ func taskSandboxSize(m *manifests.JobManifest, task string) (vcpus, memoryMB int
 		memoryMB = *cfg.MemoryMB
 	}
 	return vcpus, memoryMB
+}
+
+// stepEnv is an exec step's environment: $SVC_OUTPUT and every param as
+// SVC_PARAM_<NAME>.
+func stepEnv(outPath string, params map[string]any) map[string]string {
+	env := manifests.ParamEnv(params)
+	env[sandbox.OutputEnv] = outPath
+	return env
 }

@@ -7,130 +7,354 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
-// cgroupRoot is where cgroup v1 controllers are mounted.
+// Cgroups: a sandbox's limits live on a group of its own,
+// linefactory/<driver hash>-<sandbox>, made when a command starts in it and
+// removed when its last command ends, so an idle sandbox and a finished run
+// hold none. Each command gets a child group, <owner>-<n>, which its first
+// process enters before it runs (cgroup v2: clone into it; v1: a shim
+// writes its own pid, then execs the command), so nothing it forks escapes;
+// stopping a command kills its whole group (v2 cgroup.kill; v1 freeze, kill
+// every pid, thaw), setsid daemons included.
+
+// cgroupRoot is where cgroups are mounted.
 var cgroupRoot = "/sys/fs/cgroup"
 
 // cgroupParent groups Linefactory's sandboxes under each controller.
 const cgroupParent = "linefactory"
 
-// cgroupDir is a sandbox's group under a controller; the group name carries
-// the driver root's hash so two data directories never share a group.
+// v1Controllers are the cgroup v1 hierarchies a command joins (those
+// mounted): freezer and pids always, memory and cpu for limits.
+var v1Controllers = []string{"freezer", "pids", "memory", "cpu"}
+
+// cgroupV2 tells whether the unified hierarchy is mounted at cgroupRoot.
+func cgroupV2() bool {
+	_, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers"))
+	return err == nil
+}
+
+// cgroupDir is a sandbox's group under a v1 controller ("" for v2).
 func cgroupDir(controller, group string) string {
 	return filepath.Join(cgroupRoot, controller, cgroupParent, group)
 }
 
-// setupCgroups creates the sandbox's cgroups and applies its limits; it
-// returns, per limit, what was applied or why not.
-func setupCgroups(sb *Sandbox) {
-	apply := func(key, controller string, files map[string]string) {
-		if _, err := os.Stat(filepath.Join(cgroupRoot, controller)); err != nil {
-			sb.LimitsApplied[key] = "not enforced: no cgroup v1 " + controller + " controller on this host"
-			return
+// controllers lists the hierarchies in use: "" alone for v2, else the v1
+// controllers mounted here.
+func controllers() []string {
+	if cgroupV2() {
+		return []string{""}
+	}
+	var cs []string
+	for _, c := range v1Controllers {
+		if _, err := os.Stat(filepath.Join(cgroupRoot, c, "cgroup.procs")); err == nil {
+			cs = append(cs, c)
 		}
-		dir := cgroupDir(controller, sb.CgroupName)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			sb.LimitsApplied[key] = "not enforced: " + err.Error()
-			return
-		}
-		for _, name := range sortedFileKeys(files) {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(files[name]), 0o644); err != nil {
-				sb.LimitsApplied[key] = fmt.Sprintf("not enforced: write %s: %v", name, err)
-				return
+	}
+	return cs
+}
+
+// describeLimits fills LimitsApplied for a new sandbox.
+func describeLimits(sb *Sandbox) {
+	cs := controllers()
+	has := func(c string) bool {
+		for _, x := range cs {
+			if x == c || x == "" {
+				return true
 			}
 		}
-		sb.Cgroups = append(sb.Cgroups, controller)
-		sb.LimitsApplied[key] = "enforced by cgroup " + dir
+		return false
 	}
-	if sb.MemoryMB > 0 {
-		apply("memory_mb", "memory", map[string]string{"memory.limit_in_bytes": strconv.FormatInt(int64(sb.MemoryMB)<<20, 10)})
+	kind := "cgroup v1"
+	if cgroupV2() {
+		kind = "cgroup v2"
 	}
-	if sb.Vcpus > 0 {
-		apply("vcpus", "cpu", map[string]string{"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": strconv.Itoa(sb.Vcpus * 100000)})
-	}
-	apply("pause", "freezer", nil)
-	if sb.LimitsApplied["pause"] != "" && strings.HasPrefix(sb.LimitsApplied["pause"], "enforced") {
-		sb.LimitsApplied["pause"] = "freezer cgroup"
-	} else {
-		sb.LimitsApplied["pause"] = "SIGSTOP to the sandbox's process groups (no freezer cgroup)"
-	}
-}
-
-func sortedFileKeys(m map[string]string) []string {
-	// cpu.cfs_period_us must be set before cpu.cfs_quota_us
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] > keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
+	set := func(key, controller string, on bool) {
+		switch {
+		case !on:
+		case has(controller):
+			sb.LimitsApplied[key] = "enforced by " + kind + " " + filepath.Join(cgroupParent, sb.CgroupName) + " (every process of the sandbox, joined before it runs)"
+		default:
+			sb.LimitsApplied[key] = "not enforced: no " + controller + " cgroup controller on this host"
 		}
 	}
-	return keys
+	set("memory_mb", "memory", sb.MemoryMB > 0)
+	set("vcpus", "cpu", sb.Vcpus > 0)
+	if has("freezer") {
+		sb.LimitsApplied["pause"] = "freezer cgroup"
+	} else {
+		sb.LimitsApplied["pause"] = "SIGSTOP to the sandbox's processes (no freezer cgroup)"
+	}
 }
 
-func (sb *Sandbox) hasCgroup(controller string) bool {
-	for _, c := range sb.Cgroups {
-		if c == controller {
+// limitFiles are the files that set a sandbox's limits, per controller.
+func limitFiles(sb Sandbox, controller string) [][2]string {
+	var files [][2]string
+	mem := strconv.FormatInt(int64(sb.MemoryMB)<<20, 10)
+	switch controller {
+	case "":
+		if sb.MemoryMB > 0 {
+			files = append(files, [2]string{"memory.max", mem}, [2]string{"memory.swap.max", "0"})
+		}
+		if sb.Vcpus > 0 {
+			files = append(files, [2]string{"cpu.max", strconv.Itoa(sb.Vcpus*100000) + " 100000"})
+		}
+	case "memory":
+		if sb.MemoryMB > 0 {
+			files = append(files, [2]string{"memory.limit_in_bytes", mem})
+		}
+	case "cpu":
+		if sb.Vcpus > 0 {
+			files = append(files, [2]string{"cpu.cfs_period_us", "100000"}, [2]string{"cpu.cfs_quota_us", strconv.Itoa(sb.Vcpus * 100000)})
+		}
+	}
+	return files
+}
+
+// execGroup is one command's cgroup in every hierarchy in use.
+type execGroup struct {
+	dirs []string // one per hierarchy
+	v2   bool
+}
+
+// procsFiles are the files a v1 shim writes its pid into.
+func (g *execGroup) procsFiles() []string {
+	files := make([]string, len(g.dirs))
+	for i, d := range g.dirs {
+		files[i] = filepath.Join(d, "cgroup.procs")
+	}
+	return files
+}
+
+// makeExecGroup creates the sandbox's group (with its limits) if needed and
+// a child group for one command.
+func makeExecGroup(sb Sandbox, name string) (*execGroup, error) {
+	g := &execGroup{v2: cgroupV2()}
+	for _, c := range controllers() {
+		parent := filepath.Join(cgroupRoot, c, cgroupParent)
+		sbDir := filepath.Join(parent, sb.CgroupName)
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return g, err
+		}
+		if g.v2 {
+			enableControllers(cgroupRoot)
+			enableControllers(parent)
+		}
+		if err := os.Mkdir(sbDir, 0o755); err == nil {
+			if g.v2 {
+				enableControllers(sbDir)
+			}
+			for _, f := range limitFiles(sb, c) {
+				if err := os.WriteFile(filepath.Join(sbDir, f[0]), []byte(f[1]), 0o644); err != nil {
+					return g, fmt.Errorf("set %s: %w", f[0], err)
+				}
+			}
+		} else if !errors.Is(err, os.ErrExist) {
+			return g, err
+		}
+		dir := filepath.Join(sbDir, name)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return g, err
+		}
+		g.dirs = append(g.dirs, dir)
+	}
+	return g, nil
+}
+
+// enableControllers delegates memory, cpu and pids to dir's children (v2).
+func enableControllers(dir string) {
+	for _, c := range []string{"memory", "cpu", "pids"} {
+		_ = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+"+c), 0o644)
+	}
+}
+
+// pids lists the processes in the group's hierarchies (and below).
+func groupPids(dir string) []int {
+	var pids []int
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		data, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids
+}
+
+// killCgroup kills every process in dir and its children (a v2 group, or
+// the group of the v1 hierarchy in which case the freezer's twin is used to
+// stop them forking meanwhile), then removes the groups.
+func killCgroup(dir string, v2 bool) {
+	if _, err := os.Stat(dir); err != nil {
+		return
+	}
+	if v2 {
+		_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0o644)
+	}
+	freezer := ""
+	if !v2 && strings.HasPrefix(dir, filepath.Join(cgroupRoot, "freezer")+"/") {
+		freezer = filepath.Join(dir, "freezer.state")
+		_ = os.WriteFile(freezer, []byte("FROZEN"), 0o644)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids := groupPids(dir)
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if freezer != "" {
+			_ = os.WriteFile(freezer, []byte("THAWED"), 0o644) // a frozen process cannot die
+		}
+		if len(pids) == 0 && removeTree(dir) == nil || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+		if freezer != "" {
+			_ = os.WriteFile(freezer, []byte("FROZEN"), 0o644)
+		}
+	}
+}
+
+// removeTree removes a cgroup directory and its child groups.
+func removeTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// kill kills every process of the command and removes its groups.
+func (g *execGroup) kill() {
+	// the freezer first: it stops the others' processes from forking
+	for i := len(g.dirs) - 1; i >= 0; i-- {
+		if strings.Contains(g.dirs[i], "/freezer/") {
+			killCgroup(g.dirs[i], g.v2)
+		}
+	}
+	for _, d := range g.dirs {
+		killCgroup(d, g.v2)
+	}
+}
+
+// sandboxGroups are a sandbox's group directories, one per hierarchy.
+func sandboxGroups(sb Sandbox) []string {
+	var dirs []string
+	for _, c := range controllers() {
+		dirs = append(dirs, cgroupDir(c, sb.CgroupName))
+	}
+	return dirs
+}
+
+// removeCgroups kills whatever runs in the sandbox's groups and removes
+// them.
+func removeCgroups(sb Sandbox) {
+	v2 := cgroupV2()
+	dirs := sandboxGroups(sb)
+	for _, d := range dirs {
+		if !v2 && strings.Contains(d, "/freezer/") {
+			killCgroup(d, v2)
+		}
+	}
+	for _, d := range dirs {
+		killCgroup(d, v2)
+	}
+}
+
+// removeIfIdle removes the sandbox's groups when no command is in them.
+func removeIfIdle(sb Sandbox) {
+	for _, d := range sandboxGroups(sb) {
+		entries, _ := os.ReadDir(d)
+		busy := false
+		for _, e := range entries {
+			if e.IsDir() {
+				busy = true
+			}
+		}
+		if !busy {
+			_ = os.Remove(d)
+		}
+	}
+}
+
+// freeze sets the sandbox's freezer state (FROZEN or THAWED) and waits for
+// it; false when the sandbox has no group to freeze (nothing runs).
+func freeze(sb Sandbox, state string) (bool, error) {
+	if cgroupV2() {
+		path := filepath.Join(cgroupRoot, cgroupParent, sb.CgroupName, "cgroup.freeze")
+		v := "0"
+		if state == "FROZEN" {
+			v = "1"
+		}
+		if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return false, nil
+			}
+			return true, err
+		}
+		return true, nil
+	}
+	path := filepath.Join(cgroupDir("freezer", sb.CgroupName), "freezer.state")
+	if err := os.WriteFile(path, []byte(state), 0o644); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return true, err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return true, err
+		}
+		if strings.TrimSpace(string(data)) == state {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return true, errors.New("freezer did not reach " + state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// hasFreezer tells whether pause can use a freezer.
+func hasFreezer() bool {
+	for _, c := range controllers() {
+		if c == "" || c == "freezer" {
 			return true
 		}
 	}
 	return false
 }
 
-// joinCgroups moves a process into the sandbox's cgroups.
-func joinCgroups(sb Sandbox, pid int) error {
-	for _, c := range sb.Cgroups {
-		if err := os.WriteFile(filepath.Join(cgroupDir(c, sb.CgroupName), "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-			return fmt.Errorf("join %s cgroup: %w", c, err)
-		}
-	}
-	return nil
-}
-
-// freeze sets the sandbox's freezer state (FROZEN or THAWED) and waits for it.
-func freeze(sb Sandbox, state string) error {
-	path := filepath.Join(cgroupDir("freezer", sb.CgroupName), "freezer.state")
-	if err := os.WriteFile(path, []byte(state), 0o644); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if strings.TrimSpace(string(data)) == state {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("freezer did not reach " + state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// removeCgroups kills what is left in the sandbox's cgroups and removes them.
-func removeCgroups(sb Sandbox) {
-	for _, c := range sb.Cgroups {
-		dir := cgroupDir(c, sb.CgroupName)
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			err := os.Remove(dir)
-			if err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
-				break
+// ourGroups lists the sandbox group names of this driver left in the
+// cgroup hierarchies.
+func ourGroups(prefix string) map[string]bool {
+	names := map[string]bool{}
+	for _, c := range controllers() {
+		entries, _ := os.ReadDir(filepath.Join(cgroupRoot, c, cgroupParent))
+		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix+"-") {
+				names[e.Name()] = true
 			}
-			if data, rerr := os.ReadFile(filepath.Join(dir, "cgroup.procs")); rerr == nil {
-				for _, f := range strings.Fields(string(data)) {
-					if pid, perr := strconv.Atoi(f); perr == nil {
-						killPid(pid)
-					}
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	return names
 }

@@ -56,29 +56,11 @@ func alive(owner string) bool {
 // at worker start, before any step runs. It returns the pids it killed.
 func (l *Local) KillLeftovers() []int {
 	var killed []int
-	entries, _ := os.ReadDir(filepath.Join(l.root, "sandboxes"))
-	for _, e := range entries {
-		sb, err := l.load(e.Name())
-		if err != nil || l.busy(sb.Name) {
-			continue
-		}
-		if sb.hasCgroup("freezer") {
-			_ = freeze(sb, "THAWED")
-		}
-		for _, c := range sb.Cgroups {
-			data, err := os.ReadFile(filepath.Join(cgroupDir(c, sb.CgroupName), "cgroup.procs"))
-			if err != nil {
-				continue
-			}
-			for _, f := range strings.Fields(string(data)) {
-				// a process of a live worker sharing this data dir is spared
-				if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() && !l.ownedByLiveWorker(pid) {
-					killPid(pid)
-					killed = append(killed, pid)
-				}
-			}
-		}
+	l.cgmu.Lock()
+	for group := range ourGroups(l.groupPrefix) {
+		killed = append(killed, l.killLeftGroup(group)...)
 	}
+	l.cgmu.Unlock()
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
@@ -113,4 +95,35 @@ func (l *Local) ownerOf(pid int) (string, bool) {
 func (l *Local) ownedByLiveWorker(pid int) bool {
 	owner, ok := l.ownerOf(pid)
 	return ok && alive(owner)
+}
+
+// killLeftGroup kills the commands in a sandbox's cgroup whose worker is
+// gone (their group is named after it) and removes the emptied groups.
+func (l *Local) killLeftGroup(group string) []int {
+	var killed []int
+	if l.busy(strings.TrimPrefix(group, l.groupPrefix+"-")) {
+		return nil
+	}
+	v2 := cgroupV2()
+	for _, c := range controllers() {
+		dir := filepath.Join(cgroupRoot, c, cgroupParent, group)
+		switch { // a paused sandbox's processes cannot die
+		case v2:
+			_ = os.WriteFile(filepath.Join(dir, "cgroup.freeze"), []byte("0"), 0o644)
+		case c == "freezer":
+			_ = os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("THAWED"), 0o644)
+		}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			owner, _, _ := strings.Cut(strings.TrimPrefix(e.Name(), "x"), "-")
+			if !e.IsDir() || (owner != l.owner && alive(owner)) {
+				continue
+			}
+			exec := filepath.Join(dir, e.Name())
+			killed = append(killed, groupPids(exec)...)
+			killCgroup(exec, v2)
+		}
+		_ = os.Remove(dir) // only when no command of a live worker is in it
+	}
+	return killed
 }

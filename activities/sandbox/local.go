@@ -17,12 +17,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	goruntime "runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -43,28 +41,51 @@ type Local struct {
 	Now func() time.Time
 
 	groupPrefix string // short hash of root, for cgroup names
+	isolation   string // IsolationBwrap or IsolationNone
 
+	cgmu     sync.Mutex // serialises making and removing a sandbox's cgroups
 	mu       sync.Mutex
 	groups   map[string]map[int]bool // sandbox name → running process groups
 	building map[string]bool         // sandboxes being provisioned now
 	owner    string                  // marks step processes as this process's
 }
 
-// NewLocal returns a local driver rooted at dir.
-func NewLocal(dir string) (*Local, error) {
+// NewLocal returns a local driver rooted at dir that isolates its
+// sandboxes (IsolationBwrap).
+func NewLocal(dir string) (*Local, error) { return NewLocalWith(dir, Options{}) }
+
+// NewLocalWith returns a local driver rooted at dir. With IsolationBwrap it
+// fails when the host cannot isolate (CheckIsolation).
+func NewLocalWith(dir string, o Options) (*Local, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
+	switch o.Isolation {
+	case "", IsolationBwrap:
+		o.Isolation = IsolationBwrap
+		if err := CheckIsolation(); err != nil {
+			return nil, fmt.Errorf("sandbox isolation: %w", err)
+		}
+	case IsolationNone:
+	default:
+		return nil, fmt.Errorf("unknown sandbox isolation %q (bwrap or none)", o.Isolation)
+	}
 	for _, d := range []string{"sandboxes", "snapshots"} {
-		if err := os.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(abs, d), 0o700); err != nil {
 			return nil, fmt.Errorf("sandbox root: %w", err)
 		}
 	}
+	_ = os.Chmod(abs, 0o700)
 	sum := sha256.Sum256([]byte(abs))
 	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, building: map[string]bool{},
-		groupPrefix: hex.EncodeToString(sum[:4]), owner: processID(os.Getpid())}, nil
+		groupPrefix: hex.EncodeToString(sum[:4]), owner: processID(os.Getpid()), isolation: o.Isolation}, nil
 }
+
+func (l *Local) isolated() bool { return l.isolation == IsolationBwrap }
+
+// tmpDir is a sandbox's /tmp on the host.
+func (l *Local) tmpDir(name string) string { return filepath.Join(l.dir(name), "tmp") }
 
 func (l *Local) dir(name string) string       { return filepath.Join(l.root, "sandboxes", name) }
 func (l *Local) statePath(name string) string { return filepath.Join(l.dir(name), "state.json") }
@@ -96,7 +117,7 @@ func (l *Local) save(sb Sandbox) error {
 		return err
 	}
 	tmp := l.statePath(sb.Name) + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return errorf(CodeFileOperation, err, "save sandbox %q", sb.Name)
 	}
 	return os.Rename(tmp, l.statePath(sb.Name))
@@ -210,11 +231,16 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 	now := l.Now().UTC()
 	sb := Sandbox{Name: name, Root: filepath.Join(l.dir(name), "workspace"), State: StateProvisioning, Image: spec.Image,
 		Vcpus: spec.Vcpus, MemoryMB: spec.MemoryMB, InternetEnabled: spec.InternetEnabled, Env: spec.Env,
-		Lifecycle: spec.Lifecycle, CreatedAt: now, LastActiveAt: now, Created: true, ProvisionKey: spec.Key,
+		Lifecycle: spec.Lifecycle, CreatedAt: now, LastActiveAt: now, Created: true, ProvisionKey: spec.Key, Mode: spec.Mode,
+		Isolation: l.isolation, CgroupName: l.groupPrefix + "-" + name,
 		LimitsApplied: map[string]string{
-			"disk_gb": "recorded, not enforced by the local driver",
-			"image":   "recorded: the local driver runs on the host's root filesystem",
+			"disk_gb":   "recorded, not enforced by the local driver",
+			"image":     "recorded: the local driver shows the host's system directories read-only",
+			"isolation": isolationNote(l.isolation),
 		},
+	}
+	if l.isolated() {
+		sb.HostUID = hostUID(sb.CgroupName)
 	}
 	fail := func(err error) (Sandbox, error) {
 		l.signalAll(name, syscall.SIGKILL)
@@ -228,12 +254,11 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 		}
 		return Sandbox{}, err
 	}
-	if err := os.MkdirAll(sb.Root, 0o755); err != nil {
+	if err := l.makeDirs(sb); err != nil {
 		return fail(err)
 	}
-	sb.CgroupName = l.groupPrefix + "-" + name
-	setupCgroups(&sb)
-	if !spec.InternetEnabled {
+	describeLimits(&sb)
+	if !spec.InternetEnabled && !l.isolated() {
 		if err := checkNetns(); err != nil {
 			return fail(errorf(CodeProvisioningFailed, err, "internet_enabled = false needs a network namespace, which this host cannot create"))
 		}
@@ -243,7 +268,11 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 		return fail(err)
 	}
 	if spec.SnapshotName != "" {
-		if err := extract(l.snapshotPath(spec.SnapshotName), sb.Root); err != nil {
+		err := extract(l.snapshotPath(spec.SnapshotName), sb.Root)
+		if err == nil && sb.HostUID > 0 {
+			err = chownTree(sb.Root, sb.HostUID)
+		}
+		if err != nil {
 			return fail(errorf(CodeProvisioningFailed, err, "restore snapshot %q", spec.SnapshotName))
 		}
 	}
@@ -257,22 +286,20 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 			target = strings.TrimSuffix(filepath.Base(src.RepoURL), ".git")
 		}
 		dest, err := within(sb.Root, target)
+		if err == nil && l.isolated() {
+			dest = filepath.Join(insideRoot, target)
+		}
 		if err != nil {
 			return fail(err)
 		}
-		var out bytes.Buffer
-		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: append([]string{"git"}, append(args, "--", src.RepoURL, dest)...),
-			Stdout: &out, Stderr: &out, Network: true})
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("exit %d: %s", res.ExitCode, tail(out.String()))
-		}
+		err = l.clone(ctx, sb, append(args, "--", src.RepoURL, dest))
 		if err != nil {
 			return fail(errorf(CodeProvisioningFailed, err, "clone sources[%d] %s", i, src.RepoURL))
 		}
 	}
 	for i, sc := range spec.SetupScripts {
 		var out bytes.Buffer
-		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: []string{sc.Script}, Stdout: &out, Stderr: &out, Network: true})
+		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: []string{sc.Script}, Env: spec.SetupEnv, Stdout: &out, Stderr: &out, Network: true})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit %d: %s", res.ExitCode, tail(out.String()))
 		}
@@ -301,112 +328,6 @@ func tail(s string) string {
 		return "…" + s[len(s)-2000:]
 	}
 	return s
-}
-
-// checkNetns tells whether this process can start a command in a new
-// network namespace with its loopback up.
-func checkNetns() error {
-	cmd := exec.Command("/bin/true")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	wait, err := startOffline(cmd)
-	if err != nil {
-		return err
-	}
-	return <-wait()
-}
-
-// startOffline starts cmd in a new network namespace whose only interface,
-// the loopback, is up. wait lets the command be reaped and returns a channel
-// that gets cmd.Wait's result; until it is called the command's pid stays
-// valid (so that it can join cgroups).
-//
-// A namespace made by the clone flags has its loopback down, and nothing can
-// run in the child between fork and exec to bring it up (nor may we rely on
-// iproute2 being installed). So a dedicated OS thread moves to a new
-// namespace, sets "lo" up there with an ioctl and forks the command, which
-// inherits the thread's namespace. That thread never runs other goroutines:
-// it stays locked until the command ends (Pdeathsig fires when the forking
-// thread exits) and then exits with its goroutine, taking the namespace
-// with it. Threads the runtime starts meanwhile come from its template
-// thread, not from this one.
-func startOffline(cmd *exec.Cmd) (wait func() <-chan error, err error) {
-	started := make(chan error, 1)
-	release := make(chan struct{})
-	waitc := make(chan error, 1)
-	onOwnThread(func() {
-		if err := syscall.Unshare(syscall.CLONE_NEWNET); err != nil {
-			started <- fmt.Errorf("new network namespace: %w", err)
-			return
-		}
-		if err := loopbackUp(); err != nil {
-			started <- fmt.Errorf("bring up the loopback interface: %w", err)
-			return
-		}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		<-release
-		waitc <- cmd.Wait()
-	})
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	var once sync.Once
-	return func() <-chan error {
-		once.Do(func() { close(release) })
-		return waitc
-	}, nil
-}
-
-// onOwnThread runs f in a new goroutine locked to an OS thread that is not
-// the main one, and ends that thread when f returns (f may change the
-// thread's state). The main thread is avoided because the runtime cannot
-// end it (it would keep f's state and stay parked), and /proc/self shows
-// its namespaces as the process's.
-func onOwnThread(f func()) {
-	go func() {
-		goruntime.LockOSThread()
-		if syscall.Gettid() != syscall.Getpid() {
-			f() // returns locked: the thread ends with the goroutine
-			return
-		}
-		// On the main thread: while it is locked to this goroutine, a new
-		// goroutine that locks itself is on another thread.
-		locked := make(chan struct{})
-		go func() {
-			goruntime.LockOSThread()
-			close(locked)
-			f()
-		}()
-		<-locked
-		goruntime.UnlockOSThread()
-	}()
-}
-
-// loopbackUp sets "lo" up in the calling thread's network namespace.
-func loopbackUp() error {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("socket: %w", err)
-	}
-	defer syscall.Close(fd)
-	// struct ifreq: the name, then a union (ifr_flags) padded to 24 bytes.
-	var ifr struct {
-		name  [syscall.IFNAMSIZ]byte
-		flags uint16
-		_     [22]byte
-	}
-	copy(ifr.name[:], "lo")
-	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.SIOCGIFFLAGS, uintptr(unsafe.Pointer(&ifr))); errno != 0 {
-		return fmt.Errorf("SIOCGIFFLAGS lo: %w", errno)
-	}
-	ifr.flags |= syscall.IFF_UP
-	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr))); errno != 0 {
-		return fmt.Errorf("SIOCSIFFLAGS lo: %w", errno)
-	}
-	return nil
 }
 
 // within resolves rel inside root and rejects paths that leave it, also
@@ -446,194 +367,6 @@ func (l *Local) signalAll(name string, sig syscall.Signal) {
 	defer l.mu.Unlock()
 	for pgid := range l.groups[name] {
 		_ = syscall.Kill(-pgid, sig)
-	}
-}
-
-// Exec runs a command in a sandbox and waits for its whole process group.
-func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
-	sb, err := l.load(req.Sandbox)
-	if err != nil {
-		return ExecResult{}, err
-	}
-	if sb.State == StatePaused {
-		if sb.Lifecycle == nil || sb.Lifecycle.AutoResume != "on_activity" {
-			return ExecResult{}, errorf(CodeInvalidState, nil, "sandbox %q is paused (resume it, or set lifecycle.auto_resume = \"on_activity\")", sb.Name)
-		}
-		if err := l.Resume(ctx, sb.Name); err != nil {
-			return ExecResult{}, err
-		}
-	}
-	if len(req.Argv) == 0 || req.Argv[0] == "" {
-		return ExecResult{}, errorf(CodeCommandNotFound, nil, "empty command")
-	}
-	dir, err := within(sb.Root, req.Workdir)
-	if err != nil {
-		return ExecResult{}, err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return ExecResult{}, errorf(CodeFileOperation, err, "workdir %q", req.Workdir)
-	}
-	argv := req.Argv
-	if len(argv) == 1 {
-		argv = []string{"/bin/sh", "-c", argv[0]}
-	}
-	path := argv[0]
-	if !strings.Contains(path, "/") {
-		if path, err = exec.LookPath(path); err != nil {
-			return ExecResult{}, errorf(CodeCommandNotFound, err, "command %q not found", argv[0])
-		}
-	} else if !filepath.IsAbs(path) {
-		path = filepath.Join(dir, path)
-	}
-	if _, err := os.Stat(path); err != nil {
-		return ExecResult{}, errorf(CodeCommandNotFound, err, "command %q not found", argv[0])
-	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + sb.Root, "LANG=C.UTF-8", "SANDBOX_NAME=" + sb.Name, "TMPDIR=/tmp",
-		markerEnv + "=" + l.marker(sb.Name)}
-	for _, m := range []map[string]string{sb.Env, req.Env} {
-		for k, v := range m {
-			env = append(env, k+"="+v)
-		}
-	}
-
-	// Our own pipes: Wait returns when the process exits even if children
-	// still hold the pipes; we then kill the rest of the group.
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return ExecResult{}, errorf(CodeExecFailed, err, "pipe")
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return ExecResult{}, errorf(CodeExecFailed, err, "pipe")
-	}
-	// Pdeathsig kills the step when the worker dies. The kernel sends it when
-	// the *thread* that forked the child exits; Go only ends a thread when a
-	// goroutine exits while locked to it, and we hold the lock (so the same
-	// thread is used) only around Start, so in practice this is the
-	// process's death (an offline step's thread, which startOffline keeps
-	// locked, exits only once the step has ended). The rest of the group is
-	// found by KillLeftovers.
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env, Stdout: outW, Stderr: errW,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
-	netns := !sb.InternetEnabled && !req.Network
-	start := time.Now()
-	var wait func() <-chan error // reaps the command: only once it joined its cgroups
-	if netns {
-		wait, err = startOffline(cmd)
-	} else {
-		goruntime.LockOSThread()
-		err = cmd.Start()
-		goruntime.UnlockOSThread()
-		wait = func() <-chan error {
-			waitc := make(chan error, 1)
-			go func() { waitc <- cmd.Wait() }()
-			return waitc
-		}
-	}
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		if netns {
-			return ExecResult{}, errorf(CodeProvisioningFailed, err, "start %q in a network namespace", argv[0])
-		}
-		return ExecResult{}, errorf(CodeExecFailed, err, "start %q", argv[0])
-	}
-	outW.Close()
-	errW.Close()
-	pgid := cmd.Process.Pid
-	if err := joinCgroups(sb, pgid); err != nil {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-wait()
-		return ExecResult{}, errorf(CodeExecFailed, err, "apply the sandbox's limits to %q", argv[0])
-	}
-	l.track(sb.Name, pgid, true)
-	defer l.track(sb.Name, pgid, false)
-
-	var (
-		copies sync.WaitGroup
-		wmu    sync.Mutex // stdout and stderr may share a writer
-	)
-	copyTo := func(w io.Writer, r *os.File) {
-		defer copies.Done()
-		defer r.Close()
-		if w == nil {
-			w = io.Discard
-		}
-		_, _ = io.Copy(lockedWriter{&wmu, w}, r)
-	}
-	copies.Add(2)
-	go copyTo(req.Stdout, outR)
-	go copyTo(req.Stderr, errR)
-
-	waitc := wait()
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	res := ExecResult{}
-	var waitErr error
-	select {
-	case waitErr = <-waitc:
-	case <-ctx.Done():
-		waitErr = killGroup(pgid, waitc)
-		res.Signaled = true
-	case <-timeout:
-		waitErr = killGroup(pgid, waitc)
-		res.TimedOut = true
-	}
-	// Whatever the main process left behind in its group goes too.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	// A process that left the group (setsid) may still hold the pipes: give
-	// the copies a moment to drain, then close our read ends.
-	copied := make(chan struct{})
-	go func() { copies.Wait(); close(copied) }()
-	select {
-	case <-copied:
-	case <-time.After(pipeGrace):
-		outR.Close()
-		errR.Close()
-		<-copied
-	}
-	res.Duration = time.Since(start)
-	var ee *exec.ExitError
-	switch {
-	case waitErr == nil:
-	case errors.As(waitErr, &ee):
-		res.ExitCode = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.Signaled = true
-			res.ExitCode = 128 + int(ws.Signal())
-		}
-	default:
-		return res, errorf(CodeExecFailed, waitErr, "wait for %q", argv[0])
-	}
-	sb.LastActiveAt = l.Now().UTC()
-	if cur, err := l.load(sb.Name); err == nil {
-		cur.LastActiveAt = sb.LastActiveAt
-		_ = l.save(cur)
-	}
-	if ctx.Err() != nil && res.Signaled {
-		return res, ctx.Err()
-	}
-	return res, nil
-}
-
-// killGroup stops a process group: SIGTERM, then SIGKILL after killGrace.
-func killGroup(pgid int, waitc <-chan error) error {
-	_ = syscall.Kill(-pgid, syscall.SIGCONT) // a stopped group cannot act on SIGTERM
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case err := <-waitc:
-		return err
-	case <-time.After(killGrace):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		return <-waitc
 	}
 }
 
@@ -727,8 +460,8 @@ func (l *Local) Pause(_ context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if sb.hasCgroup("freezer") {
-		if err := freeze(sb, "FROZEN"); err != nil {
+	if hasFreezer() {
+		if _, err := freeze(sb, "FROZEN"); err != nil {
 			return errorf(CodeInvalidState, err, "pause sandbox %q", name)
 		}
 	} else {
@@ -744,8 +477,8 @@ func (l *Local) Resume(_ context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if sb.hasCgroup("freezer") {
-		if err := freeze(sb, "THAWED"); err != nil {
+	if hasFreezer() {
+		if _, err := freeze(sb, "THAWED"); err != nil {
 			return errorf(CodeInvalidState, err, "resume sandbox %q", name)
 		}
 	}
@@ -761,12 +494,11 @@ func (l *Local) Delete(_ context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if sb.hasCgroup("freezer") {
-		_ = freeze(sb, "THAWED")
-	}
 	l.signalAll(name, syscall.SIGCONT)
 	l.signalAll(name, syscall.SIGKILL)
+	l.cgmu.Lock()
 	removeCgroups(sb)
+	l.cgmu.Unlock()
 	if err := os.RemoveAll(l.dir(name)); err != nil {
 		return errorf(CodeFileOperation, err, "delete sandbox %q", name)
 	}
@@ -785,3 +517,53 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 }
 
 func killPid(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }
+
+// makeDirs makes a sandbox's workspace and /tmp, owned by its host user.
+func (l *Local) makeDirs(sb Sandbox) error {
+	if err := os.MkdirAll(l.dir(sb.Name), 0o700); err != nil {
+		return err
+	}
+	for _, d := range []string{sb.Root, l.tmpDir(sb.Name)} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		if sb.HostUID > 0 {
+			if err := os.Chown(d, sb.HostUID, sb.HostUID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func isolationNote(mode string) string {
+	if mode == IsolationNone {
+		return "none (FACTORY_SANDBOX_ISOLATION=none): commands run on the host as factoryd's user, with its view of files, processes and network"
+	}
+	return "bwrap: an unprivileged user in its own user, mount, PID, IPC and network namespaces; a read-only system view, its workspace and its own /tmp; online through slirp4netns without the host's loopback, addresses or private ranges"
+}
+
+// clone runs git clone for a source. A remote repository is cloned inside
+// the sandbox (with the network); a local one (a path or file:// URL),
+// which the sandbox cannot see, by factoryd on the host, then given to the
+// sandbox's user.
+func (l *Local) clone(ctx context.Context, sb Sandbox, args []string) error {
+	url := args[len(args)-2]
+	var out bytes.Buffer
+	if !l.isolated() || !(strings.HasPrefix(url, "/") || strings.HasPrefix(url, "file://")) {
+		res, err := l.Exec(ctx, ExecRequest{Sandbox: sb.Name, Argv: append([]string{"git"}, args...), Stdout: &out, Stderr: &out, Network: true})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, tail(out.String()))
+		}
+		return err
+	}
+	dest := filepath.Join(sb.Root, strings.TrimPrefix(args[len(args)-1], insideRoot))
+	args[len(args)-1] = dest
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "protocol.allow=never", "-c", "protocol.file.allow=always"}, args...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + l.root, "GIT_TERMINAL_PROMPT=0"}
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%v: %s", err, tail(out.String()))
+	}
+	return chownTree(sb.Root, sb.HostUID)
+}

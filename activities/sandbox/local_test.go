@@ -15,9 +15,11 @@ import (
 	"github.com/linefactory/linefactory/manifests"
 )
 
+// newLocal is a driver without isolation: the tests that use it look at
+// its processes and files from the host (isolation has its own tests).
 func newLocal(t *testing.T) *Local {
 	t.Helper()
-	l, err := NewLocal(t.TempDir())
+	l, err := NewLocalWith(t.TempDir(), Options{Isolation: IsolationNone})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -236,9 +236,9 @@ func TestKillLeftovers(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		return cmd
 	}
-	dead := start("999999999.1")        // its worker is gone
-	live := start(l.owner)              // this worker's own: spared
-	other, err := NewLocal(t.TempDir()) // another data dir's driver touches nothing here
+	dead := start("999999999.1")                                               // its worker is gone
+	live := start(l.owner)                                                     // this worker's own: spared
+	other, err := NewLocalWith(t.TempDir(), Options{Isolation: IsolationNone}) // another data dir's driver touches nothing here
 	if err != nil {
 		t.Fatal(err)
 	}

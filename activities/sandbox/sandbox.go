@@ -91,8 +91,11 @@ type Spec struct {
 	Sources         []manifests.GitSource
 	SetupScripts    []manifests.SetupScript
 	SnapshotName    string
-	Lifecycle       *manifests.Lifecycle
-	RunID           string
+	// SetupEnv is added to the environment of the setup scripts (the
+	// params as SVC_PARAM_<NAME>).
+	SetupEnv  map[string]string
+	Lifecycle *manifests.Lifecycle
+	RunID     string
 	// Key makes provisioning idempotent: a provision whose name exists with
 	// the same key (a retried or resumed attempt of the same run's task)
 	// gets that sandbox back instead of SANDBOX_ALREADY_EXISTS.
@@ -114,10 +117,15 @@ type Sandbox struct {
 	LastActiveAt    time.Time            `json:"last_active_at"`
 	// LimitsApplied says which resource limits are enforced and why not.
 	LimitsApplied map[string]string `json:"limits_applied"`
-	// Cgroups lists the cgroup v1 controllers the sandbox has its own
-	// group in (memory, cpu, freezer), where the host allows it.
-	Cgroups    []string `json:"cgroups,omitempty"`
-	CgroupName string   `json:"cgroup_name,omitempty"`
+	// CgroupName names the sandbox's cgroup (under linefactory/ in each
+	// hierarchy), which exists while a command runs in it.
+	CgroupName string `json:"cgroup_name,omitempty"`
+	// Mode is the Spec.Mode that made it.
+	Mode string `json:"mode,omitempty"`
+	// Isolation is the driver's isolation when it was made.
+	Isolation string `json:"isolation,omitempty"`
+	// HostUID owns its files and runs its commands on the host (isolated).
+	HostUID int `json:"host_uid,omitempty"`
 	// ProvisionKey is Spec.Key of the provision that made it.
 	ProvisionKey string `json:"provision_key,omitempty"`
 	// Created is true when Acquire made it (false when it reused one).
@@ -132,6 +140,9 @@ type ExecRequest struct {
 	Argv    []string
 	Workdir string // relative to the workspace
 	Env     map[string]string
+	// User is the user the command runs as inside the sandbox ("" for an
+	// unprivileged default; see stepUser).
+	User    string
 	Stdout  io.Writer
 	Stderr  io.Writer
 	Timeout time.Duration // 0 = none

@@ -50,6 +50,8 @@ type config struct {
 	IntegrationSecrets map[string]string
 	// Rates price sandbox time (compute_cost_cents).
 	Rates activities.CostRates
+	// SandboxIsolation is the local driver's isolation: bwrap or none.
+	SandboxIsolation string
 	// TemporalPortsExplicit is true when the embedded server's ports were
 	// configured; otherwise busy defaults fall back to free ports.
 	TemporalPortsExplicit bool
@@ -90,6 +92,8 @@ func loadConfig(name string, args []string) (config, error) {
 		"compute rate in cents per sandbox vCPU hour (FACTORY_CENTS_PER_VCPU_HOUR)")
 	fs.StringVar(&gbRate, "cents-per-gb-hour", env("FACTORY_CENTS_PER_GB_HOUR", strconv.FormatFloat(activities.DefaultCostRates.CentsPerGBHour, 'f', -1, 64)),
 		"compute rate in cents per sandbox GiB of memory hour (FACTORY_CENTS_PER_GB_HOUR)")
+	fs.StringVar(&c.SandboxIsolation, "sandbox-isolation", env("FACTORY_SANDBOX_ISOLATION", "bwrap"),
+		"sandbox isolation: bwrap, or none to run steps on the host (FACTORY_SANDBOX_ISOLATION)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -72,7 +72,7 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 	}
 	rt.client = c
 	if cfg.Roles["worker"] {
-		drv, err := sandbox.NewLocal(filepath.Join(cfg.DataDir, "sandboxes"))
+		drv, err := newSandboxDriver(cfg, logger)
 		if err != nil {
 			rt.Close()
 			return nil, err

@@ -28,6 +28,7 @@ func runServe(args []string) int {
 		fmt.Fprintf(os.Stderr, "factoryd serve: %v\n", err)
 		return 2
 	}
+	scrubSecrets(&cfg)
 	logger := newLogger(cfg, os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -43,7 +44,7 @@ func runServe(args []string) int {
 // address once it listens.
 // banner, if not nil, receives a short human summary once the API listens.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- string, banner io.Writer) error {
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := privateDataDir(cfg.DataDir); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	st, err := store.Open(ctx, cfg.DatabaseURL)
@@ -51,6 +52,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 		return err
 	}
 	defer st.Close()
+	privateStore(cfg)
 	if err := seedBootstrapToken(ctx, st, cfg.BootstrapToken); err != nil {
 		return fmt.Errorf("bootstrap token: %w", err)
 	}

@@ -1,0 +1,456 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// OutputEnv is the variable that names a step's output file. Under
+// isolation the driver gives the command a path in its own /tmp instead
+// and moves what it wrote to the host path asked for once it has ended.
+const OutputEnv = "SVC_OUTPUT"
+
+// maxOutputCopy bounds what is copied back of a step's output file (the
+// caller enforces its own, smaller cap on the copy).
+const maxOutputCopy = 1 << 20
+
+// execPlan is a command ready to start.
+type execPlan struct {
+	argv      []string // as the command sees it (a single string is run by sh -c)
+	path      string   // the executable on the host, for the not-found check
+	dir       string   // the working directory on the host
+	insideDir string   // the working directory as the command sees it
+	env       []string
+	offline   bool
+	outHost   string // where the output file goes on the host ("" = none)
+	outLocal  string // the output file on the host, as the command wrote it
+	uid       int    // the user inside the sandbox
+	passwd    []byte
+	group     []byte
+}
+
+// execSeq numbers commands for their cgroup names.
+var execSeq atomic.Int64
+
+// Exec runs a command in a sandbox and waits for it and everything it
+// started: the rest of its cgroup (and, isolated, its PID namespace) is
+// killed when it ends.
+func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	sb, err := l.execSandbox(ctx, req.Sandbox)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	p, err := l.plan(sb, req)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	r, err := l.start(sb, p)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	defer l.release(sb, r)
+	r.copyOutput(req.Stdout, req.Stderr)
+	res, err := r.wait(ctx, req.Timeout)
+	if err != nil {
+		return res, err
+	}
+	if p.outHost != "" {
+		if err := copyOutput(p.outLocal, p.outHost); err != nil {
+			return res, errorf(CodeFileOperation, err, "collect $%s", OutputEnv)
+		}
+	}
+	if cur, err := l.load(sb.Name); err == nil {
+		cur.LastActiveAt = l.Now().UTC()
+		_ = l.save(cur)
+	}
+	if ctx.Err() != nil && res.Signaled {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// execSandbox loads the sandbox a command runs in, resuming it when it is
+// paused with auto_resume = on_activity.
+func (l *Local) execSandbox(ctx context.Context, name string) (Sandbox, error) {
+	sb, err := l.load(name)
+	if err != nil || sb.State != StatePaused {
+		return sb, err
+	}
+	if sb.Lifecycle == nil || sb.Lifecycle.AutoResume != "on_activity" {
+		return Sandbox{}, errorf(CodeInvalidState, nil, "sandbox %q is paused (resume it, or set lifecycle.auto_resume = \"on_activity\")", sb.Name)
+	}
+	if err := l.Resume(ctx, sb.Name); err != nil {
+		return Sandbox{}, err
+	}
+	return l.load(name)
+}
+
+// plan resolves the command, its working directory and its environment.
+func (l *Local) plan(sb Sandbox, req ExecRequest) (*execPlan, error) {
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return nil, errorf(CodeCommandNotFound, nil, "empty command")
+	}
+	dir, err := within(sb.Root, req.Workdir)
+	if err != nil {
+		return nil, err
+	}
+	if err := mkdirOwned(sb.Root, dir, sb.HostUID); err != nil {
+		return nil, errorf(CodeFileOperation, err, "workdir %q", req.Workdir)
+	}
+	p := &execPlan{argv: req.Argv, dir: dir, offline: !sb.InternetEnabled && !req.Network}
+	if len(p.argv) == 1 {
+		p.argv = []string{"/bin/sh", "-c", p.argv[0]}
+	}
+	pathList := l.stepPath()
+	if p.path, err = lookPath(p.argv[0], dir, pathList); err != nil {
+		return nil, errorf(CodeCommandNotFound, err, "command %q not found", p.argv[0])
+	}
+	home := sb.Root
+	p.insideDir = dir
+	if l.isolated() {
+		rel, _ := filepath.Rel(sb.Root, dir)
+		home, p.insideDir = insideRoot, filepath.Join(insideRoot, rel)
+	}
+	p.env = []string{"PATH=" + pathList, "HOME=" + home, "LANG=C.UTF-8", "SANDBOX_NAME=" + sb.Name, "TMPDIR=/tmp",
+		markerEnv + "=" + l.marker(sb.Name)}
+	for _, m := range []map[string]string{sb.Env, req.Env} {
+		for k, v := range m {
+			if k == OutputEnv && l.isolated() && filepath.IsAbs(v) && v != os.DevNull {
+				p.outHost = v
+				p.outLocal = filepath.Join(l.tmpDir(sb.Name), filepath.Base(v))
+				_ = os.Remove(p.outLocal)
+				v = "/tmp/" + filepath.Base(v)
+			}
+			p.env = append(p.env, k+"="+v)
+		}
+	}
+	if l.isolated() {
+		p.uid, p.passwd, p.group = stepUser(req.User, home)
+	}
+	return p, nil
+}
+
+// stepPath is the PATH steps get: factoryd's, limited under isolation to
+// the directories the sandbox sees.
+func (l *Local) stepPath() string {
+	host := os.Getenv("PATH")
+	if !l.isolated() {
+		return host
+	}
+	var keep []string
+	for _, d := range filepath.SplitList(host) {
+		for _, top := range []string{"/usr/", "/opt/", "/bin", "/sbin"} {
+			if strings.HasPrefix(d+"/", top) || d == top {
+				keep = append(keep, d)
+				break
+			}
+		}
+	}
+	if len(keep) == 0 {
+		return "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+	}
+	return strings.Join(keep, ":")
+}
+
+// lookPath finds a command as the sandbox would: names in pathList,
+// relative paths in the working directory.
+func lookPath(name, dir, pathList string) (string, error) {
+	if strings.Contains(name, "/") {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(dir, name)
+		}
+		_, err := os.Stat(name)
+		return name, err
+	}
+	for _, d := range filepath.SplitList(pathList) {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+// running is a started command.
+type running struct {
+	cmd    *exec.Cmd
+	group  *execGroup // nil when the host has no cgroups
+	waitc  <-chan error
+	outR   *os.File
+	errR   *os.File
+	copied chan struct{}
+	net    *exec.Cmd // slirp4netns, when online under isolation
+	start  time.Time
+}
+
+// start starts the command in its cgroup and copies its output.
+func (l *Local) start(sb Sandbox, p *execPlan) (*running, error) {
+	r := &running{start: time.Now()}
+	l.cgmu.Lock()
+	g, err := makeExecGroup(sb, "x"+l.owner+"-"+strconv.FormatInt(execSeq.Add(1), 10))
+	l.cgmu.Unlock()
+	if err != nil {
+		g.kill()
+		return nil, errorf(CodeExecFailed, err, "apply the sandbox's limits to %q", p.argv[0])
+	}
+	if len(g.dirs) > 0 {
+		r.group = g
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, errorf(CodeExecFailed, err, "pipe")
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, errorf(CodeExecFailed, err, "pipe")
+	}
+	r.outR, r.errR = outR, errR
+	if l.isolated() {
+		err = l.startIsolated(sb, p, r, outW, errW)
+	} else {
+		err = startHost(p, r, outW, errW)
+	}
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if r.group != nil {
+			r.group.kill()
+		}
+		return nil, err
+	}
+	l.track(sb.Name, r.cmd.Process.Pid, true)
+	return r, nil
+}
+
+// startHost starts a command on the host (isolation none): its own process
+// group, a network namespace when offline, its cgroup joined by a shim.
+func startHost(p *execPlan, r *running, stdout, stderr *os.File) error {
+	argv := p.argv
+	if r.group != nil && !r.group.v2 {
+		argv = shim(r.group.procsFiles(), argv)
+	}
+	path, _ := exec.LookPath(argv[0])
+	if argv[0] == p.argv[0] {
+		path = p.path
+	}
+	// Pdeathsig kills the command when the worker dies (see startOffline
+	// for why the forking thread is pinned).
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: p.dir, Env: p.env, Stdout: stdout, Stderr: stderr,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
+	closeFD, err := useCgroupFD(cmd, r.group)
+	if err != nil {
+		return errorf(CodeExecFailed, err, "open the command's cgroup")
+	}
+	defer closeFD()
+	r.cmd = cmd
+	if p.offline {
+		wait, err := startOffline(cmd)
+		if err != nil {
+			return errorf(CodeProvisioningFailed, err, "start %q in a network namespace", p.argv[0])
+		}
+		r.waitc = wait()
+		return nil
+	}
+	goruntime.LockOSThread()
+	err = cmd.Start()
+	goruntime.UnlockOSThread()
+	if err != nil {
+		return errorf(CodeExecFailed, err, "start %q", p.argv[0])
+	}
+	waitc := make(chan error, 1)
+	go func() { waitc <- cmd.Wait() }()
+	r.waitc = waitc
+	return nil
+}
+
+// shimScript writes the shell's own pid into each cgroup.procs file named
+// (their count first), then execs the command: it joins its cgroups before
+// the command runs (cgroup v1, where a process cannot be cloned into one).
+const shimScript = `n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ >"$1" || exit 125; shift; n=$((n-1)); done; exec "$@"`
+
+func shim(files, argv []string) []string {
+	out := []string{"/bin/sh", "-c", shimScript, "linefactory-shim", strconv.Itoa(len(files))}
+	out = append(out, files...)
+	return append(out, argv...)
+}
+
+// useCgroupFD makes cmd start inside the group (cgroup v2).
+func useCgroupFD(cmd *exec.Cmd, g *execGroup) (func(), error) {
+	if g == nil || !g.v2 {
+		return func() {}, nil
+	}
+	f, err := os.Open(g.dirs[0])
+	if err != nil {
+		return nil, err
+	}
+	cmd.SysProcAttr.UseCgroupFD = true
+	cmd.SysProcAttr.CgroupFD = int(f.Fd())
+	return func() { f.Close() }, nil
+}
+
+// wait waits for the command, stopping it on ctx's end or the timeout, and
+// kills what it left behind.
+func (r *running) wait(ctx context.Context, timeout time.Duration) (ExecResult, error) {
+	var tick <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		tick = t.C
+	}
+	res := ExecResult{}
+	var waitErr error
+	select {
+	case waitErr = <-r.waitc:
+	case <-ctx.Done():
+		waitErr = r.stop()
+		res.Signaled = true
+	case <-tick:
+		waitErr = r.stop()
+		res.TimedOut = true
+	}
+	r.killRest()
+	res.Duration = time.Since(r.start)
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil:
+	case errors.As(waitErr, &ee):
+		res.ExitCode = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signaled = true
+			res.ExitCode = 128 + int(ws.Signal())
+		}
+	default:
+		return res, errorf(CodeExecFailed, waitErr, "wait for %q", r.cmd.Args[0])
+	}
+	return res, nil
+}
+
+// signal sends sig to every process of the command.
+func (r *running) signal(sig syscall.Signal) {
+	if r.group != nil {
+		for _, d := range r.group.dirs {
+			for _, pid := range groupPids(d) {
+				_ = syscall.Kill(pid, sig)
+			}
+		}
+	}
+	_ = syscall.Kill(-r.cmd.Process.Pid, sig)
+}
+
+// stop asks the command to end (SIGTERM), then kills it after killGrace.
+func (r *running) stop() error {
+	r.signal(syscall.SIGCONT) // a stopped process cannot act on SIGTERM
+	r.signal(syscall.SIGTERM)
+	select {
+	case err := <-r.waitc:
+		return err
+	case <-time.After(killGrace):
+		r.killRest()
+		return <-r.waitc
+	}
+}
+
+// killRest kills whatever the command left (its cgroup, its process group;
+// isolated, the PID namespace dies with bwrap) and stops reading its
+// output after pipeGrace.
+func (r *running) killRest() {
+	if r.group != nil {
+		r.group.kill()
+	}
+	_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+	if r.copied == nil {
+		return
+	}
+	select {
+	case <-r.copied:
+	case <-time.After(pipeGrace):
+		r.outR.Close()
+		r.errR.Close()
+		<-r.copied
+	}
+}
+
+// copyOutput starts copying the command's output to the request's writers.
+func (r *running) copyOutput(stdout, stderr io.Writer) {
+	var (
+		copies sync.WaitGroup
+		wmu    sync.Mutex // stdout and stderr may share a writer
+	)
+	copyTo := func(w io.Writer, f *os.File) {
+		defer copies.Done()
+		defer f.Close()
+		if w == nil {
+			w = io.Discard
+		}
+		_, _ = io.Copy(lockedWriter{&wmu, w}, f)
+	}
+	copies.Add(2)
+	go copyTo(stdout, r.outR)
+	go copyTo(stderr, r.errR)
+	done := make(chan struct{})
+	go func() { copies.Wait(); close(done) }()
+	r.copied = done
+}
+
+// release forgets a finished command and removes its cgroups (and the
+// sandbox's when no other command runs in it).
+func (l *Local) release(sb Sandbox, r *running) {
+	if r.net != nil {
+		_ = r.net.Process.Kill()
+		_ = r.net.Wait()
+	}
+	l.track(sb.Name, r.cmd.Process.Pid, false)
+	l.cgmu.Lock()
+	defer l.cgmu.Unlock()
+	if r.group != nil {
+		r.group.kill()
+	}
+	if !l.busy(sb.Name) {
+		removeIfIdle(sb)
+	}
+}
+
+// copyOutput moves the output file a command wrote in its /tmp to the host
+// path the caller reads: only a regular file's content, never through a
+// symlink.
+func copyOutput(local, host string) error {
+	defer os.Remove(local)
+	in, err := os.OpenFile(local, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	var st os.FileInfo
+	if err == nil {
+		defer in.Close()
+		st, err = in.Stat()
+	}
+	if err != nil || !st.Mode().IsRegular() {
+		// a FIFO, a symlink...: the caller sees the same kind of thing
+		// (never its target) and reports it as its own contract error
+		return syscall.Mkfifo(host, 0o600)
+	}
+	out, err := os.OpenFile(host, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, io.LimitReader(in, maxOutputCopy))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

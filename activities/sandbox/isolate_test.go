@@ -1,0 +1,157 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// newIsolated is a driver with bwrap isolation; it skips (loudly) only
+// where the kernel forbids the namespaces, and fails when a tool is missing.
+func newIsolated(t *testing.T) *Local {
+	t.Helper()
+	if err := CheckIsolation(); err != nil {
+		if strings.Contains(err.Error(), "not installed") {
+			t.Fatalf("isolation tools missing: %v", err)
+		}
+		t.Skipf("SKIPPING: this host cannot isolate sandboxes: %v", err)
+	}
+	l, err := NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		entries, _ := os.ReadDir(filepath.Join(l.root, "sandboxes"))
+		for _, e := range entries {
+			_ = l.Delete(context.Background(), e.Name())
+		}
+	})
+	return l
+}
+
+func run(t *testing.T, l *Local, req ExecRequest) (ExecResult, string) {
+	t.Helper()
+	var out bytes.Buffer
+	req.Stdout, req.Stderr = &out, &out
+	t.Logf("attack/command: %q", req.Argv)
+	res, err := l.Exec(context.Background(), req)
+	if err != nil {
+		t.Fatalf("exec %q: %v", req.Argv, err)
+	}
+	return res, out.String()
+}
+
+func TestIsolatedView(t *testing.T) {
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "view", InternetEnabled: false})
+	other := acquire(t, l, Spec{Name: "other", InternetEnabled: true})
+	if err := os.WriteFile(filepath.Join(other.Root, "secret"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{`id -un; id -u; pwd; ls /proc | grep -c '^[0-9]'; ` +
+		`ls /run /var/run 2>&1; ls ` + l.root + ` 2>&1; cat ` + filepath.Join(other.Root, "secret") + ` 2>&1; touch mine`}})
+	lines := strings.Split(out, "\n")
+	if res.ExitCode != 0 || len(lines) < 4 || lines[0] != "sandbox" || lines[1] == "0" || lines[2] != "/workspace" {
+		t.Fatalf("exit %d, output:\n%s", res.ExitCode, out)
+	}
+	if n, _ := strconv.Atoi(lines[3]); n > 5 {
+		t.Fatalf("the step sees %d processes: it is not in its own PID namespace\n%s", n, out)
+	}
+	if strings.Count(out, "No such file or directory") < 4 {
+		t.Fatalf("the step sees /run, the data dir or another sandbox:\n%s", out)
+	}
+	if st, err := os.Stat(filepath.Join(sb.Root, "mine")); err != nil || st.Sys() == nil {
+		t.Fatal(err)
+	}
+	if got := fileUID(t, filepath.Join(sb.Root, "mine")); got != sb.HostUID || got == 0 {
+		t.Fatalf("the step's file belongs to host uid %d, want the sandbox's %d", got, sb.HostUID)
+	}
+	_, out = run(t, l, ExecRequest{Sandbox: sb.Name, User: "root", Argv: []string{"id -u"}})
+	if strings.TrimSpace(out) != "0" {
+		t.Fatalf("user root: %q", out)
+	}
+}
+
+func TestIsolatedNetwork(t *testing.T) {
+	l := newIsolated(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("HOST-LISTENER\n"))
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	for _, online := range []bool{false, true} {
+		sb := acquire(t, l, Spec{Name: "net" + strconv.FormatBool(online), InternetEnabled: online})
+		for _, host := range []string{"127.0.0.1", "10.0.2.2"} {
+			res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{"timeout 5 bash -c 'cat </dev/tcp/" + host + "/" + port + "'"}})
+			if res.ExitCode == 0 || strings.Contains(out, "HOST-LISTENER") {
+				t.Fatalf("online=%v: the step reached the host's loopback listener via %s: %s", online, host, out)
+			}
+		}
+	}
+}
+
+func TestIsolatedStopKillsEverything(t *testing.T) {
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "stop", MemoryMB: 64, InternetEnabled: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	t.Logf("attack/command: setsid sleep 613 & sleep 612")
+	_, err := l.Exec(ctx, ExecRequest{Sandbox: sb.Name, Argv: []string{"setsid sleep 613 & sleep 612"}})
+	if err == nil {
+		t.Fatal("the stopped command did not report its stop")
+	}
+	if pids := hostPids("sleep 613"); len(pids) > 0 {
+		t.Fatalf("a setsid process survived the stop: %v", pids)
+	}
+	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{`sh -c "sh -c 'python3 -c \"b = bytearray(300 << 20); print(len(b))\"'"`}})
+	if res.ExitCode == 0 || strings.Contains(out, strconv.Itoa(300<<20)) {
+		t.Fatalf("a grandchild allocated 300 MB in a 64 MB sandbox: exit %d %s", res.ExitCode, out)
+	}
+	if left := ourGroups(l.groupPrefix); len(left) > 0 {
+		t.Fatalf("cgroups left after the commands ended: %v", left)
+	}
+}
+
+// hostPids lists host processes whose command line is cmdline.
+func hostPids(cmdline string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.TrimSpace(strings.ReplaceAll(string(data), "\x00", " ")) == cmdline {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func fileUID(t *testing.T, path string) int {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(st.Sys().(*syscall.Stat_t).Uid)
+}

@@ -1,0 +1,33 @@
+package activities
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/linefactory/linefactory/activities/sandbox"
+	"github.com/linefactory/linefactory/manifests"
+)
+
+// teardown removes the sandboxes a finished run leaves: all of them with
+// teardown_on_complete = true; none with false; when it is not set, those
+// this run provisioned that have no lifecycle (nothing would ever remove
+// them). Sandboxes it ensured or reused, or that have a lifecycle, stay.
+// (The driver holds no cgroup for an idle sandbox.)
+func (a *Activities) teardown(ctx context.Context, in FinishRunInput) {
+	t := in.Manifest.Run.TeardownOnComplete
+	for _, name := range in.Sandboxes {
+		if t == nil {
+			sb, err := a.Sandboxes.Get(ctx, name)
+			if err != nil || sb.Mode != manifests.SandboxProvision || sb.Lifecycle != nil ||
+				!strings.HasPrefix(sb.ProvisionKey, in.RunID+"/") {
+				continue
+			}
+		} else if !*t {
+			return
+		}
+		if err := a.Sandboxes.Delete(ctx, name); err != nil && sandbox.CodeOf(err) != sandbox.CodeNotFound && a.Logger != nil {
+			a.Logger.Warn("teardown sandbox", slog.String("sandbox", name), slog.String("error", err.Error()))
+		}
+	}
+}

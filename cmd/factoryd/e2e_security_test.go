@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/linefactory/linefactory/activities/sandbox"
+	"github.com/linefactory/linefactory/manifests/run"
+)
+
+// The hostile-step suite: each step below is an attack a holder of a write
+// token could run; the test shows the command, then asserts it did no harm.
+
+// hostileJob is a one-step job running script (TOML-quoted) with the
+// given sandbox settings.
+func hostileJob(name, script, sandboxTOML string) string {
+	return fmt.Sprintf("[job]\nname = %q\n[job.params.who]\ntype = \"string\"\ndefault = \"world\"\n"+
+		"[run.sandbox]\nimage = \"any\"\n%s\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nname = \"s\"\nexec = [%q]\n",
+		name, sandboxTOML, script)
+}
+
+// stepLog returns a finished run's step output.
+func (d *daemon) stepLog(id string) string {
+	d.t.Helper()
+	req, _ := http.NewRequest("GET", d.base+"/job-runs/"+id+"/logs?step=s", nil)
+	req.Header.Set("Authorization", "Bearer "+e2eToken)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer r.Body.Close()
+	data, _ := io.ReadAll(r.Body)
+	return string(data)
+}
+
+// attack deploys and runs a hostile step and returns its output.
+func (d *daemon) attack(t *testing.T, name, script, sandboxTOML string, params map[string]any) (map[string]any, string) {
+	t.Helper()
+	t.Logf("attack %s: %s (params %v)", name, script, params)
+	d.deploy(name, hostileJob(name, script, sandboxTOML))
+	id := d.start(name, params)
+	run := d.wait(id, 90*time.Second)
+	out := d.stepLog(id)
+	t.Logf("attack %s: status %v, output:\n%s", name, run["status"], out)
+	return run, out
+}
+
+func requireIsolation(t *testing.T) {
+	t.Helper()
+	if err := sandbox.CheckIsolation(); err != nil {
+		if strings.Contains(err.Error(), "not installed") {
+			t.Fatalf("isolation tools missing (apt-get install bubblewrap slirp4netns): %v", err)
+		}
+		t.Skipf("SKIPPING: the kernel forbids the namespaces isolation needs: %v", err)
+	}
+}
+
+func TestHostileSteps(t *testing.T) {
+	requireIsolation(t)
+	dataDir := t.TempDir()
+	d := startDaemon(t, dataDir, nil)
+	temporalAddr := ""
+	for _, kv := range d.env {
+		if v, ok := strings.CutPrefix(kv, "FACTORY_TEMPORAL_PORT="); ok {
+			temporalAddr = "127.0.0.1:" + v
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("HOST-LOOPBACK-REACHED\n"))
+			c.Close()
+		}
+	}()
+	sock := filepath.Join(t.TempDir(), "host.sock")
+	uln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uln.Close()
+	go func() {
+		for {
+			c, err := uln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("HOST-SOCKET-REACHED\n"))
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+
+	t.Run("environment", func(t *testing.T) {
+		_, out := d.attack(t, "envthief", `tr '\0' '\n' </proc/$PPID/environ; cat /proc/1/environ /proc/*/environ 2>/dev/null | tr '\0' '\n'; env`, "", nil)
+		if strings.Contains(out, e2eToken) || strings.Contains(out, "FACTORY_BOOTSTRAP_TOKEN") {
+			t.Fatalf("the step read factoryd's secrets:\n%s", out)
+		}
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", d.cmd.Process.Pid))
+		if strings.Contains(string(env), e2eToken) {
+			t.Fatal("factoryd still holds FACTORY_BOOTSTRAP_TOKEN in its environment")
+		}
+	})
+	t.Run("store", func(t *testing.T) {
+		db := filepath.Join(dataDir, "factory.db")
+		_, out := d.attack(t, "storethief", fmt.Sprintf(`head -c 16 %s; ls -la %s; echo x >> %s && echo WROTE`, db, dataDir, db), "", nil)
+		if strings.Contains(out, "SQLite format") || strings.Contains(out, "WROTE") || strings.Contains(out, "total ") {
+			t.Fatalf("the step opened the store:\n%s", out)
+		}
+		for path, want := range map[string]os.FileMode{dataDir: 0o700, db: 0o600} {
+			if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
+				t.Fatalf("%s: mode %v, want %v (%v)", path, st.Mode().Perm(), want, err)
+			}
+		}
+	})
+	for _, online := range []bool{true, false} {
+		sbx := fmt.Sprintf("internet_enabled = %v", online)
+		name := "net" + strconv.FormatBool(online)
+		t.Run("temporal and host from "+name, func(t *testing.T) {
+			script := fmt.Sprintf(`for a in %s 127.0.0.1:%s 10.0.2.2:%s; do timeout 5 bash -c "exec 3<>/dev/tcp/${a%%:*}/${a#*:} && echo CONNECTED $a; cat <&3" 2>&1; done; `+
+				`python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect("%s"); print(s.recv(100))' 2>&1; `+
+				`python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect("/var/run/postgresql/.s.PGSQL.5432"); print("CONNECTED pg")' 2>&1; true`,
+				temporalAddr, port, port, sock)
+			_, out := d.attack(t, name, script, sbx, nil)
+			for _, bad := range []string{"CONNECTED", "HOST-LOOPBACK-REACHED", "HOST-SOCKET-REACHED"} {
+				if strings.Contains(out, bad) {
+					t.Fatalf("the step reached the host (%s):\n%s", bad, out)
+				}
+			}
+		})
+	}
+	t.Run("another sandbox's workspace", func(t *testing.T) {
+		keep := "mode = \"ensure\"\nname = \"victim\""
+		if run, _ := d.attack(t, "victim", "echo TOP-SECRET > secret.txt", keep, nil); run["status"] != "succeeded" {
+			t.Fatalf("victim: %v", run)
+		}
+		_, out := d.attack(t, "peeper", fmt.Sprintf(`cat %s/sandboxes/sandboxes/victim/workspace/secret.txt; cat /workspace/../*/secret.txt; find / -name secret.txt 2>/dev/null | xargs cat`, dataDir), "", nil)
+		if strings.Contains(out, "TOP-SECRET") {
+			t.Fatalf("the step read another sandbox's workspace:\n%s", out)
+		}
+	})
+	t.Run("memory from a grandchild", func(t *testing.T) {
+		run, out := d.attack(t, "hog", `sh -c "sh -c 'python3 -c \"b = bytearray(300 << 20); print(len(b))\"'"`, "memory_mb = 64", nil)
+		if run["status"] == "succeeded" || strings.Contains(out, strconv.Itoa(300<<20)) {
+			t.Fatalf("a grandchild allocated 300 MB in a 64 MB sandbox: %v\n%s", run["status"], out)
+		}
+	})
+	t.Run("setsid survives a stop", func(t *testing.T) {
+		script := "setsid sleep 617 & sleep 616"
+		t.Logf("attack survivor: %s", script)
+		d.deploy("survivor", hostileJob("survivor", script, ""))
+		id := d.start("survivor", nil)
+		deadline := time.Now().Add(60 * time.Second)
+		for len(processesWith("sleep 617")) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the step never started")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if code, m := d.call("POST", "/jobs/survivor/runs/"+id+"/stop", "application/json", []byte(`{}`)); code >= 300 {
+			t.Fatalf("stop: %d %v", code, m)
+		}
+		d.wait(id, 60*time.Second)
+		deadline = time.Now().Add(10 * time.Second)
+		for len(processesWith("sleep 617")) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("setsid sleep survived the stop: %v", processesWith("sleep 617"))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	t.Run("code through a param", func(t *testing.T) {
+		evil := `x; echo PWNED-1; $(echo PWNED-2) "' ` + "`echo PWNED-3`"
+		_, out := d.attack(t, "inject", `echo "hello {{who}}"; echo hello {{who}}; echo 'hello {{who}}'`, "", map[string]any{"who": evil})
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "PWNED") && !strings.Contains(line, "hello "+evil) {
+				t.Fatalf("the param ran as code:\n%s", out)
+			}
+		}
+		if strings.Count(out, "hello "+evil) != 3 {
+			t.Fatalf("the param was not printed as text three times:\n%s", out)
+		}
+	})
+	t.Run("code through a schedule input", func(t *testing.T) {
+		d.deploy("greeter", hostileJob("greeter", "echo hello {{who}}; echo greeting=x >> $SVC_OUTPUT", ""))
+		evil := "$(echo PWNED-SCHEDULE)"
+		line := fmt.Sprintf("[line]\nname = \"cronattack\"\n[trigger]\ntype = \"schedule\"\ncron = \"0 3 * * *\"\ninputs = { who = %q }\n[[stages]]\nid = \"s\"\njob = \"greeter\"\n", evil)
+		t.Logf("attack schedule input: who = %s", evil)
+		if code, m := d.call("POST", "/factory/lines/cronattack/deploy", "application/toml", []byte(line)); code != 201 {
+			t.Fatalf("deploy: %d %v", code, m)
+		}
+		c, err := client.Dial(client.Options{HostPort: temporalAddr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.ScheduleClient().GetHandle(context.Background(), run.LineScheduleID("cronattack")).Trigger(context.Background(), client.ScheduleTriggerOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			for _, r := range d.list("/jobs/greeter/runs") {
+				if r["status"] == "succeeded" || r["status"] == "failed" {
+					out := d.stepLog(r["id"].(string))
+					t.Logf("output:\n%s", out)
+					if !strings.Contains(out, "hello "+evil) || strings.Contains(out, "hello PWNED") {
+						t.Fatalf("the schedule input ran as code:\n%s", out)
+					}
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the scheduled run did not finish")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	t.Run("no leaks", func(t *testing.T) {
+		entries, _ := os.ReadDir(filepath.Join(dataDir, "sandboxes", "sandboxes"))
+		for _, e := range entries {
+			if e.Name() != "victim" { // ensure: kept on purpose
+				t.Errorf("a finished run left its provision sandbox %s", e.Name())
+			}
+		}
+		sum := sha256.Sum256([]byte(filepath.Join(dataDir, "sandboxes")))
+		prefix := hex.EncodeToString(sum[:4]) + "-"
+		for _, c := range []string{"freezer", "memory", "pids", "cpu", ""} {
+			groups, _ := os.ReadDir(filepath.Join("/sys/fs/cgroup", c, "linefactory"))
+			for _, g := range groups {
+				if g.IsDir() && strings.HasPrefix(g.Name(), prefix) {
+					t.Errorf("finished runs left cgroup %s/linefactory/%s", c, g.Name())
+				}
+			}
+		}
+	})
+}
