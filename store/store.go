@@ -155,6 +155,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := s.migrateLineRuns(ctx); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
+	if err := s.migrateWorkers(ctx); err != nil {
+		return fmt.Errorf("migrate store: %w", err)
+	}
 	return nil
 }
 

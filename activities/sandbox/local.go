@@ -48,6 +48,10 @@ type Local struct {
 	groups   map[string]map[int]bool // sandbox name → running process groups
 	building map[string]bool         // sandboxes being provisioned now
 	owner    string                  // marks step processes as this process's
+
+	// Snapshots is the shared snapshot storage; nil keeps archives in
+	// <root>/snapshots (one worker).
+	Snapshots *Snapshots
 }
 
 // NewLocal returns a local driver rooted at dir.
@@ -243,7 +247,12 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 		return fail(err)
 	}
 	if spec.SnapshotName != "" {
-		if err := extract(l.snapshotPath(spec.SnapshotName), sb.Root); err != nil {
+		archive, done, err := l.snapshotArchive(ctx, spec.SnapshotName)
+		if err == nil {
+			err = extract(archive, sb.Root)
+			done()
+		}
+		if err != nil {
 			return fail(errorf(CodeProvisioningFailed, err, "restore snapshot %q", spec.SnapshotName))
 		}
 	}
@@ -638,7 +647,7 @@ func killGroup(pgid int, waitc <-chan error) error {
 }
 
 // Snapshot archives the workspace as a compressed tarball.
-func (l *Local) Snapshot(_ context.Context, name, snapshot string) (SnapshotInfo, error) {
+func (l *Local) Snapshot(ctx context.Context, name, snapshot string) (SnapshotInfo, error) {
 	sb, err := l.load(name)
 	if err != nil {
 		return SnapshotInfo{}, err
@@ -646,8 +655,7 @@ func (l *Local) Snapshot(_ context.Context, name, snapshot string) (SnapshotInfo
 	if !nameRE.MatchString(snapshot) {
 		return SnapshotInfo{}, errorf(CodeFileOperation, nil, "invalid snapshot name %q", snapshot)
 	}
-	path := l.snapshotPath(snapshot)
-	tmp := path + ".tmp"
+	tmp := l.snapshotPath(snapshot) + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
 		return SnapshotInfo{}, errorf(CodeFileOperation, err, "snapshot %q", snapshot)
@@ -664,15 +672,15 @@ func (l *Local) Snapshot(_ context.Context, name, snapshot string) (SnapshotInfo
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	var info SnapshotInfo
 	if err == nil {
-		err = os.Rename(tmp, path)
+		info, err = l.keepSnapshot(ctx, snapshot, tmp)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
 		return SnapshotInfo{}, errorf(CodeFileOperation, err, "snapshot %q", snapshot)
 	}
-	st, _ := os.Stat(path)
-	return SnapshotInfo{Name: snapshot, Path: path, Size: st.Size()}, nil
+	return info, nil
 }
 
 func extract(archive, dest string) error {

@@ -60,12 +60,17 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	defer rt.Close()
 
 	if !cfg.Roles["api"] {
+		ready := rt.ReadyChecks()
+		ready["store"] = st.Ping
+		if err := serveOps(ctx, cfg.Scale.OpsAddr, cfg.Scale.OpsExplicit, ready, rt.workers.metrics(), logger); err != nil {
+			return err
+		}
 		logger.Info("worker running", slog.Any("roles", cfg.Roles))
 		<-ctx.Done()
 		return nil
 	}
 	srv := api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, ReadyChecks: rt.ReadyChecks(), Runs: rt,
-		IntegrationSecrets: cfg.IntegrationSecrets}, st)
+		IntegrationSecrets: cfg.IntegrationSecrets, Metrics: rt.workers.metrics()}, st)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
