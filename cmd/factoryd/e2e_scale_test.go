@@ -88,9 +88,6 @@ func startScaleCluster(t testing.TB, workers int, extraEnv ...string) *scaleClus
 	t.Cleanup(func() { _ = srv.Stop(); cancel() })
 	c := &scaleCluster{t: t, temporal: srv.FrontendAddr(), dsn: scaleStore(t),
 		snapshot: "file://" + filepath.Join(t.TempDir(), "snapshots")}
-	if workers < 0 {
-		return c
-	}
 	env := append(c.env(t.TempDir()), "FACTORY_ROLES=api", fmt.Sprintf("FACTORY_HTTP_ADDR=127.0.0.1:%d", freePort(t)))
 	c.api = startDaemon(t, "", append(env, extraEnv...))
 	var wg sync.WaitGroup
@@ -187,6 +184,7 @@ type = "string"
 [run.sandbox]
 mode = "ensure"
 name = "{{box}}"
+image = "debian:bookworm"
 [[run.tasks]]
 name = "t"
 [[run.tasks.steps]]
@@ -222,6 +220,7 @@ name = "restore"
 [job.params.snap]
 type = "string"
 [run.sandbox]
+image = "debian:bookworm"
 snapshot_name = "{{snap}}"
 [[run.tasks]]
 name = "t"
@@ -327,35 +326,39 @@ func TestEndToEndScaleOut(t *testing.T) {
 	// 4. SIGKILL a worker mid-run: its provision runs are retried elsewhere
 	// or fail as infra; the other workers' runs succeed; none stays running.
 	slow := startMany(api, "slow", 6)
+	// Wait until every run's step runs, then kill the worker of the first.
 	victim := -1
+	onVictim := map[string]bool{}
 	deadline := time.Now().Add(time.Minute)
 	for victim < 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("no slow run started a step within a minute")
+			t.Fatal("the slow runs did not all start their step within a minute")
 		}
+		holders := map[string]int{}
 		for _, id := range slow {
 			_, run := api.call("GET", "/job-runs/"+id, "", nil)
 			tl, _ := run["step_timeline"].([]any)
 			if len(tl) == 0 || tl[0].(map[string]any)["status"] != "running" {
-				continue
+				break
 			}
-			if name, _ := tl[0].(map[string]any)["sandbox_name"].(string); name != "" {
-				if h := c.holder(name); h >= 0 {
-					victim = h
-					break
-				}
+			name, _ := tl[0].(map[string]any)["sandbox_name"].(string)
+			if h := c.holder(name); name != "" && h >= 0 {
+				holders[id] = h
 			}
+		}
+		if len(holders) == len(slow) {
+			victim = holders[slow[0]]
+			for id, h := range holders {
+				onVictim[id] = h == victim
+			}
+			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// Which sandbox is where, before the kill.
-	onVictim := map[string]bool{}
-	for _, id := range slow {
-		_, run := api.call("GET", "/job-runs/"+id, "", nil)
-		if tl, _ := run["step_timeline"].([]any); len(tl) > 0 {
-			if name, _ := tl[0].(map[string]any)["sandbox_name"].(string); name != "" && c.holder(name) == victim {
-				onVictim[id] = true
-			}
+	n := 0
+	for _, on := range onVictim {
+		if on {
+			n++
 		}
 	}
 	c.workers[victim].d.kill(syscall.SIGKILL)
@@ -378,7 +381,7 @@ func TestEndToEndScaleOut(t *testing.T) {
 			t.Errorf("run %s (on the killed worker: %v): %v %v %v %v", id, onVictim[id], run["status"], run["failure_class"], run["error_code"], run["error_message"])
 		}
 	}
-	t.Logf("SIGKILL of worker %d with %d of 6 runs on it: %v, all final %s after the kill", victim, len(onVictim), outcome,
+	t.Logf("SIGKILL of worker %d with %d of 6 runs on it: %v, all final %s after the kill", victim, n, outcome,
 		time.Since(killedAt).Round(time.Millisecond))
 	if victim == home {
 		// The ensured sandbox went with its worker: a reuse fails clearly.
@@ -394,11 +397,4 @@ func TestEndToEndScaleOut(t *testing.T) {
 		}
 	}
 	t.Logf("scale-out test took %s", time.Since(began).Round(time.Millisecond))
-}
-
-func startScaleClusterNoWorkers(t testing.TB, _ *scaleCluster) *scaleCluster {
-	c := startScaleCluster(t, -1)
-	env := append(c.env(t.TempDir()), "FACTORY_ROLES=api", fmt.Sprintf("FACTORY_HTTP_ADDR=127.0.0.1:%d", freePort(t)))
-	c.api = startDaemon(t, "", env)
-	return c
 }

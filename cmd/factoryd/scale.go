@@ -39,8 +39,8 @@ import (
 
 // scaleConfig holds the scale-out settings (see config's doc comment).
 type scaleConfig struct {
-	TemporalWait   time.Duration
-	OpsAddr        string
+	TemporalWait time.Duration
+	OpsAddr      string
 	// OpsExplicit: FACTORY_OPS_ADDR was set; a default address that is
 	// taken (several workers on one host) only costs the endpoint.
 	OpsExplicit    bool
