@@ -262,6 +262,10 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 			}
 		}
 	}
+	snapshot, err := manifests.Render(cfg.SnapshotName, in.Params)
+	if err != nil {
+		return AcquireSandboxResult{}, permanent("TEMPLATE_INVALID", fmt.Errorf("snapshot_name: %w", err))
+	}
 	key := fmt.Sprintf("%s/%d", in.RunID, in.TaskIndex)
 	if cfg.Mode == manifests.SandboxProvision && name == "" {
 		name = ProvisionName(in.RunID, in.TaskIndex)
@@ -272,7 +276,7 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 	sb, err := a.Sandboxes.Acquire(ctx, sandbox.Spec{
 		Mode: cfg.Mode, Name: name, Image: cfg.Image, Vcpus: *cfg.Vcpus, MemoryMB: *cfg.MemoryMB, DiskGB: *cfg.DiskGB,
 		InternetEnabled: *cfg.InternetEnabled, Env: env, Sources: sources, SetupScripts: scripts,
-		SnapshotName: cfg.SnapshotName, Lifecycle: cfg.Lifecycle, RunID: in.RunID, Key: key,
+		SnapshotName: snapshot, Lifecycle: cfg.Lifecycle, RunID: in.RunID, Key: key,
 	})
 	if err != nil {
 		a.unplaceIfGone(ctx, name)

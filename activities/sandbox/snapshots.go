@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 
@@ -23,10 +24,15 @@ type Snapshots struct {
 	url    string
 }
 
-// OpenSnapshots opens the bucket a URL names: file:///dir (made when
-// missing) or s3://bucket?region=… (credentials from the usual AWS
+// OpenSnapshots opens the bucket a URL names: file:///dir (the directory
+// is made when missing) or s3://bucket?region=… (credentials from the usual AWS
 // environment).
 func OpenSnapshots(ctx context.Context, url string) (*Snapshots, error) {
+	if u, err := neturl.Parse(url); err == nil && u.Scheme == "file" && u.Path != "" {
+		if err := os.MkdirAll(filepath.FromSlash(u.Path), 0o755); err != nil {
+			return nil, fmt.Errorf("snapshot storage %s: %w", url, err)
+		}
+	}
 	b, err := blob.OpenBucket(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot storage %s: %w", url, err)

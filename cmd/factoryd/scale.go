@@ -121,6 +121,32 @@ func dialTemporal(ctx context.Context, opts client.Options, external bool, wait 
 	}
 }
 
+// openStore opens the store, retrying for a while: processes starting
+// together on a fresh database race to migrate it (the losers see "already
+// exists" once and nothing the next time), and PostgreSQL may come up after
+// them.
+func openStore(ctx context.Context, dsn string, wait time.Duration, logger *slog.Logger) (*store.Store, error) {
+	deadline := time.Now().Add(wait)
+	backoff := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		st, err := store.Open(ctx, dsn)
+		if err == nil {
+			return st, nil
+		}
+		if ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
+			return nil, err
+		}
+		logger.Warn("store not ready yet, retrying", slog.Int("attempt", attempt), slog.Duration("retry_in", backoff),
+			slog.String("error", err.Error()))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
 // workerIdentity is the worker's id, kept in its data directory so that a
 // restarted worker is the same worker (its sandboxes are still its own).
 func workerIdentity(dataDir string) (string, error) {
@@ -178,6 +204,12 @@ func startWorkers(ctx context.Context, cfg config, c client.Client, st *store.St
 		return nil, err
 	}
 	ws := &workerSet{id: id, queue: activities.WorkerQueue(workflows.TaskQueue, id)}
+	// With the embedded server this process is the only worker: nothing to
+	// route, and steps keep eager dispatch on the shared queue.
+	alone := cfg.TemporalAddress == ""
+	if alone {
+		ws.queue = ""
+	}
 	acts.Placements, acts.Worker = st, activities.Worker{ID: id, Queue: ws.queue}
 	self := store.Worker{ID: id, Queue: ws.queue, MaxSteps: cfg.Scale.WorkerMaxSteps, StartedAt: time.Now().UTC()}
 	if err := st.HeartbeatWorker(ctx, self); err != nil {
@@ -191,10 +223,14 @@ func startWorkers(ctx context.Context, cfg config, c client.Client, st *store.St
 	shared := worker.New(c, workflows.TaskQueue, worker.Options{WorkerStopTimeout: workerStopTimeout, Identity: id,
 		MaxConcurrentActivityExecutionSize: cfg.Scale.WorkerMaxSteps})
 	workflows.Register(shared, acts)
-	own := worker.New(c, ws.queue, worker.Options{WorkerStopTimeout: workerStopTimeout, Identity: id + "/own",
-		MaxConcurrentActivityExecutionSize: cfg.Scale.WorkerMaxSteps, DisableWorkflowWorker: true})
-	own.RegisterActivity(acts)
-	for _, w := range []worker.Worker{own, shared} {
+	all := []worker.Worker{shared}
+	if !alone {
+		own := worker.New(c, ws.queue, worker.Options{WorkerStopTimeout: workerStopTimeout, Identity: id + "/own",
+			MaxConcurrentActivityExecutionSize: cfg.Scale.WorkerMaxSteps, DisableWorkflowWorker: true})
+		own.RegisterActivity(acts)
+		all = []worker.Worker{own, shared}
+	}
+	for _, w := range all {
 		if err := w.Start(); err != nil {
 			ws.stop()
 			return nil, fmt.Errorf("start worker: %w", err)
@@ -205,7 +241,7 @@ func startWorkers(ctx context.Context, cfg config, c client.Client, st *store.St
 		Help: "Steps (and sandbox acquisitions) this worker runs at once: FACTORY_WORKER_MAX_STEPS."}, []string{"worker_id", "queue"})
 	maxSteps.WithLabelValues(id, ws.queue).Set(float64(cfg.Scale.WorkerMaxSteps))
 	ws.gauges = append(ws.gauges, maxSteps)
-	logger.Info("worker polling", slog.String("worker_id", id), slog.String("queues", workflows.TaskQueue+", "+ws.queue),
+	logger.Info("worker polling", slog.String("worker_id", id), slog.String("own_queue", ws.queue),
 		slog.Int("max_steps", cfg.Scale.WorkerMaxSteps))
 	go func() {
 		t := time.NewTicker(activities.WorkerHeartbeat)

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/linefactory/linefactory/api"
-	"github.com/linefactory/linefactory/store"
 )
 
 // runServe implements `factoryd serve`.
@@ -44,7 +43,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := openStore(ctx, cfg.DatabaseURL, max(cfg.Scale.TemporalWait, 10*time.Second), logger)
 	if err != nil {
 		return err
 	}
