@@ -326,7 +326,7 @@ func TestEndToEndScaleOut(t *testing.T) {
 	// 4. SIGKILL a worker mid-run: its provision runs are retried elsewhere
 	// or fail as infra; the other workers' runs succeed; none stays running.
 	slow := startMany(api, "slow", 6)
-	// Wait until every run's step runs, then kill the worker of the first.
+	// Wait until every run's step runs, then kill a worker running some.
 	victim := -1
 	onVictim := map[string]bool{}
 	deadline := time.Now().Add(time.Minute)
@@ -347,7 +347,14 @@ func TestEndToEndScaleOut(t *testing.T) {
 			}
 		}
 		if len(holders) == len(slow) {
+			// The ensured sandbox's worker when it runs one of them, so
+			// that a reuse of its sandbox is tried after the kill.
 			victim = holders[slow[0]]
+			for _, h := range holders {
+				if h == home {
+					victim = home
+				}
+			}
 			for id, h := range holders {
 				onVictim[id] = h == victim
 			}
@@ -389,6 +396,7 @@ func TestEndToEndScaleOut(t *testing.T) {
 		if again["status"] != "failed" || again["failure_class"] != "infra" || !strings.Contains(fmt.Sprint(again["error_message"]), "worker") {
 			t.Errorf("reuse of a sandbox whose worker is gone: %v %v %v %v", again["status"], again["failure_class"], again["error_code"], again["error_message"])
 		}
+		t.Logf("reuse of the sandbox on the killed worker: %v %v", again["error_code"], again["error_message"])
 	}
 	ids = startMany(api, "hello", 6)
 	for _, id := range ids {
