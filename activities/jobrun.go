@@ -264,7 +264,7 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 	}
 	snapshot, err := manifests.Render(cfg.SnapshotName, in.Params)
 	if err != nil {
-		return AcquireSandboxResult{}, permanent("TEMPLATE_INVALID", fmt.Errorf("snapshot_name: %w", err))
+		return AcquireSandboxResult{}, permanent(run.CodeTemplateInvalid, fmt.Errorf("snapshot_name: %w", err))
 	}
 	key := fmt.Sprintf("%s/%d", in.RunID, in.TaskIndex)
 	if cfg.Mode == manifests.SandboxProvision && name == "" {

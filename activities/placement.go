@@ -11,6 +11,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities/sandbox"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -115,8 +116,7 @@ func WorkerGone(task, step, sandboxName, workerID string, seen time.Time) RunSte
 	if !seen.IsZero() {
 		msg += fmt.Sprintf(" (last seen %s)", seen.UTC().Format(time.RFC3339))
 	}
-	return RunStepResult{Task: task, Step: step, Status: StatusFailed, ErrorCode: CodeWorkerGone, FailureClass: "infra",
-		ErrorMessage: msg + "; its sandboxes went with it"}
+	return RunStepResult{Task: task, Step: step, Outcome: run.Fail(CodeWorkerGone, run.ClassInfra, msg+"; its sandboxes went with it")}
 }
 
 // claimSandbox records that this worker holds name before it is made here.

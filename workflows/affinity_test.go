@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -110,7 +111,7 @@ func TestJobRunSandboxAffinity(t *testing.T) {
 	m := parseJob(t, affinityJob)
 	for i := 0; i < 2; i++ {
 		res, _ := f.run(t, m, map[string]any{"n": "1"}, listen)
-		if res.Status != activities.StatusSucceeded {
+		if res.Status != run.Succeeded {
 			t.Fatalf("run %d: %+v", i, res)
 		}
 	}
@@ -150,7 +151,7 @@ func TestJobRunSandboxOnGoneWorker(t *testing.T) {
 			}
 		})
 	})
-	if res.Status != activities.StatusFailed || res.ErrorCode != activities.CodeWorkerGone || res.FailureClass != "infra" {
+	if res.Status != run.Failed || res.ErrorCode != activities.CodeWorkerGone || res.FailureClass != run.ClassInfra {
 		t.Fatalf("result %+v", res)
 	}
 	if !strings.Contains(res.ErrorMessage, "w-old") || !strings.Contains(res.ErrorMessage, "box-2") {

@@ -262,7 +262,7 @@ func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti 
 	acq := activities.AcquireSandboxInput{RunID: in.RunID, Task: task.Name, TaskIndex: ti, Config: sbCfg, Params: params,
 		ResumeOnStart: m.Run.ResumeOnStart != nil && *m.Run.ResumeOnStart}
 	var err error
-	if route := affinity(ctx); route {
+	if affinity(ctx) {
 		var gone *activities.LocateSandboxResult
 		if gone, err = acquireRouted(actx, sbCfg, acq, out.generated, &out.sandbox); gone != nil {
 			out.failed = true
