@@ -77,6 +77,11 @@ type Activities struct {
 	OutputDir string
 	// HeartbeatInterval is how often a running step heartbeats; default 500ms.
 	HeartbeatInterval time.Duration
+	// Placements records which worker holds each sandbox, and Worker is
+	// this process's worker (see placement.go); nil and zero without
+	// sandbox affinity.
+	Placements Placements
+	Worker     Worker
 }
 
 func (a *Activities) now() time.Time {
@@ -197,6 +202,10 @@ type AcquireSandboxResult struct {
 	Created  bool
 	Vcpus    int
 	MemoryMB int
+	// WorkerID and Queue name the worker holding the sandbox and its own
+	// task queue, where the task's steps go ("" without affinity).
+	WorkerID string
+	Queue    string
 }
 
 // permanent wraps an error that retrying cannot fix.
@@ -253,16 +262,24 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 			}
 		}
 	}
+	snapshot, err := manifests.Render(cfg.SnapshotName, in.Params)
+	if err != nil {
+		return AcquireSandboxResult{}, permanent(run.CodeTemplateInvalid, fmt.Errorf("snapshot_name: %w", err))
+	}
 	key := fmt.Sprintf("%s/%d", in.RunID, in.TaskIndex)
 	if cfg.Mode == manifests.SandboxProvision && name == "" {
 		name = ProvisionName(in.RunID, in.TaskIndex)
 	}
+	if err := a.claimSandbox(ctx, name, cfg.Mode); err != nil {
+		return AcquireSandboxResult{}, err
+	}
 	sb, err := a.Sandboxes.Acquire(ctx, sandbox.Spec{
 		Mode: cfg.Mode, Name: name, Image: cfg.Image, Vcpus: *cfg.Vcpus, MemoryMB: *cfg.MemoryMB, DiskGB: *cfg.DiskGB,
 		InternetEnabled: *cfg.InternetEnabled, Env: env, Sources: sources, SetupScripts: scripts,
-		SnapshotName: cfg.SnapshotName, Lifecycle: cfg.Lifecycle, RunID: in.RunID, Key: key, SetupEnv: manifests.ParamEnv(in.Params),
+		SnapshotName: snapshot, Lifecycle: cfg.Lifecycle, RunID: in.RunID, Key: key, SetupEnv: manifests.ParamEnv(in.Params),
 	})
 	if err != nil {
+		a.unplaceIfGone(ctx, name)
 		if ctx.Err() != nil {
 			return AcquireSandboxResult{}, ctx.Err()
 		}
@@ -283,7 +300,8 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 			return AcquireSandboxResult{}, sandboxError(err)
 		}
 	}
-	return AcquireSandboxResult{Name: sb.Name, Created: sb.Created, Vcpus: sb.Vcpus, MemoryMB: sb.MemoryMB}, nil
+	return AcquireSandboxResult{Name: sb.Name, Created: sb.Created, Vcpus: sb.Vcpus, MemoryMB: sb.MemoryMB,
+		WorkerID: a.Worker.ID, Queue: a.Worker.Queue}, nil
 }
 
 // AcquireFailure describes a task whose sandbox could not be had: the
@@ -485,7 +503,9 @@ func (a *Activities) runAction(ctx context.Context, in RunStepInput) (RunStepRes
 	case s.Resume != nil:
 		return ok, a.Sandboxes.Resume(ctx, in.Sandbox)
 	case s.Delete != nil:
-		return ok, a.Sandboxes.Delete(ctx, in.Sandbox)
+		err := a.Sandboxes.Delete(ctx, in.Sandbox)
+		a.unplaceIfGone(ctx, in.Sandbox)
+		return ok, err
 	}
 	return RunStepResult{Outcome: run.Fail(run.CodeStepUnsupported, run.ClassConfig, "this step action is not supported")}, nil
 }

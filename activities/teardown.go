@@ -29,5 +29,6 @@ func (a *Activities) teardown(ctx context.Context, in FinishRunInput) {
 		if err := a.Sandboxes.Delete(ctx, name); err != nil && sandbox.CodeOf(err) != sandbox.CodeNotFound && a.Logger != nil {
 			a.Logger.Warn("teardown sandbox", slog.String("sandbox", name), slog.String("error", err.Error()))
 		}
+		a.unplaceIfGone(ctx, name)
 	}
 }

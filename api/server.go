@@ -77,6 +77,8 @@ type Config struct {
 	IntegrationSecrets map[string]string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Metrics are more collectors /metrics serves (the worker's capacity).
+	Metrics []prometheus.Collector
 }
 
 // Server is the REST API.
@@ -124,6 +126,7 @@ func New(cfg Config, st Store) *Server {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{store: st, cfg: cfg, log: cfg.Logger, engine: gin.New(), metrics: newMetrics()}
+	s.metrics.registry.MustRegister(cfg.Metrics...)
 	e := s.engine
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true

@@ -158,6 +158,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := s.migrateRunSearch(ctx); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
+	if err := s.migrateWorkers(ctx); err != nil {
+		return fmt.Errorf("migrate store: %w", err)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -114,9 +115,13 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 		params[k] = v
 	}
 	book := bookkeeping(ctx)
+	var remote []activities.AcquireSandboxResult // sandboxes on workers' own queues
 	finish := func(fin activities.FinishRunInput) (JobRunResult, error) {
 		dctx, _ := workflow.NewDisconnectedContext(book)
 		fin.RunID, fin.Manifest = in.RunID, m
+		if t := m.Run.TeardownOnComplete; t != nil && *t {
+			teardownRouted(dctx, remote)
+		}
 		var res JobRunResult
 		var fut workflow.Future
 		if t := m.Run.TeardownOnComplete; t != nil && *t && len(fin.Sandboxes) > 0 {
@@ -200,7 +205,9 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	for i, o := range outcomes {
 		fin.Writes = append(fin.Writes, o.writes...)
 		fin.ComputeCostCents += o.cost
-		if o.sandbox.Name != "" && o.sandbox.Created {
+		if o.sandbox.Name != "" && o.sandbox.Created && o.sandbox.Queue != "" {
+			remote = append(remote, o.sandbox) // torn down on its worker
+		} else if o.sandbox.Name != "" && o.sandbox.Created {
 			fin.Sandboxes = append(fin.Sandboxes, o.sandbox.Name)
 		} else if o.generated != "" {
 			fin.Sandboxes = append(fin.Sandboxes, o.generated)
@@ -254,7 +261,18 @@ func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti 
 	}
 	acq := activities.AcquireSandboxInput{RunID: in.RunID, Task: task.Name, TaskIndex: ti, Config: sbCfg, Params: params,
 		ResumeOnStart: m.Run.ResumeOnStart != nil && *m.Run.ResumeOnStart}
-	if err := workflow.ExecuteActivity(actx, a.AcquireSandbox, acq).Get(actx, &out.sandbox); err != nil {
+	var err error
+	if affinity(ctx) {
+		var gone *activities.LocateSandboxResult
+		if gone, err = acquireRouted(actx, sbCfg, acq, out.generated, &out.sandbox); gone != nil {
+			out.failed = true
+			out.failure = activities.WorkerGone(task.Name, manifests.StepName(task, 0), gone.Name, gone.WorkerID, gone.SeenAt)
+			return out
+		}
+	} else {
+		err = workflow.ExecuteActivity(actx, a.AcquireSandbox, acq).Get(actx, &out.sandbox)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return out
 		}
@@ -298,7 +316,11 @@ func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti 
 			Vcpus: out.sandbox.Vcpus, MemoryMB: out.sandbox.MemoryMB,
 		}
 		var res activities.RunStepResult
-		if err := workflow.ExecuteActivity(sctx, a.RunStep, req).Get(sctx, &res); err != nil {
+		err := routed(sctx, out.sandbox.Queue, out.sandbox.WorkerID, a.RunStep, req, &res)
+		if wg := (*errWorkerGone)(nil); errors.As(err, &wg) {
+			res, err = activities.WorkerGone(task.Name, name, out.sandbox.Name, wg.loc.WorkerID, wg.loc.SeenAt), nil
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				out.interrupted = name
 				return out

@@ -48,6 +48,10 @@ type Local struct {
 	groups   map[string]map[int]bool // sandbox name → running process groups
 	building map[string]bool         // sandboxes being provisioned now
 	owner    string                  // marks step processes as this process's
+
+	// Snapshots is the shared snapshot storage; nil keeps archives in
+	// <root>/snapshots (one worker).
+	Snapshots *Snapshots
 }
 
 // NewLocal returns a local driver rooted at dir that isolates its
@@ -268,7 +272,11 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 		return fail(err)
 	}
 	if spec.SnapshotName != "" {
-		err := extract(l.snapshotPath(spec.SnapshotName), sb.Root)
+		archive, done, err := l.snapshotArchive(ctx, spec.SnapshotName)
+		if err == nil {
+			err = extract(archive, sb.Root)
+			done()
+		}
 		if err == nil && sb.HostUID > 0 {
 			err = chownTree(sb.Root, sb.HostUID)
 		}
@@ -371,7 +379,7 @@ func (l *Local) signalAll(name string, sig syscall.Signal) {
 }
 
 // Snapshot archives the workspace as a compressed tarball.
-func (l *Local) Snapshot(_ context.Context, name, snapshot string) (SnapshotInfo, error) {
+func (l *Local) Snapshot(ctx context.Context, name, snapshot string) (SnapshotInfo, error) {
 	sb, err := l.load(name)
 	if err != nil {
 		return SnapshotInfo{}, err
@@ -379,8 +387,7 @@ func (l *Local) Snapshot(_ context.Context, name, snapshot string) (SnapshotInfo
 	if !nameRE.MatchString(snapshot) {
 		return SnapshotInfo{}, errorf(CodeFileOperation, nil, "invalid snapshot name %q", snapshot)
 	}
-	path := l.snapshotPath(snapshot)
-	tmp := path + ".tmp"
+	tmp := l.snapshotPath(snapshot) + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
 		return SnapshotInfo{}, errorf(CodeFileOperation, err, "snapshot %q", snapshot)
@@ -397,15 +404,15 @@ func (l *Local) Snapshot(_ context.Context, name, snapshot string) (SnapshotInfo
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	var info SnapshotInfo
 	if err == nil {
-		err = os.Rename(tmp, path)
+		info, err = l.keepSnapshot(ctx, snapshot, tmp)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
 		return SnapshotInfo{}, errorf(CodeFileOperation, err, "snapshot %q", snapshot)
 	}
-	st, _ := os.Stat(path)
-	return SnapshotInfo{Name: snapshot, Path: path, Size: st.Size()}, nil
+	return info, nil
 }
 
 func extract(archive, dest string) error {

@@ -31,6 +31,10 @@ import (
 //	FACTORY_INTEGRATION_SECRETS              signing secrets per provider: code_host=s1,chat_tool=s2
 //	FACTORY_CENTS_PER_VCPU_HOUR --cents-per-vcpu-hour  compute rate per sandbox vCPU hour (4)
 //	FACTORY_CENTS_PER_GB_HOUR   --cents-per-gb-hour    compute rate per sandbox GiB of memory hour (0.5)
+//	FACTORY_TEMPORAL_WAIT    --temporal-wait how long serve retries an unreachable TEMPORAL_ADDRESS (60s)
+//	FACTORY_OPS_ADDR         --ops-addr      /healthz, /readyz, /metrics of a worker-only process (127.0.0.1:9090; "off")
+//	FACTORY_WORKER_MAX_STEPS --worker-max-steps  steps (and sandbox acquisitions) a worker runs at once (64)
+//	FACTORY_SNAPSHOT_URL     --snapshot-url  where snapshot archives go: file:///dir or s3://bucket?region=… (file://<data-dir>/snapshots)
 type config struct {
 	HTTPAddr       string
 	DataDir        string
@@ -52,6 +56,8 @@ type config struct {
 	Rates activities.CostRates
 	// SandboxIsolation is the local driver's isolation: bwrap or none.
 	SandboxIsolation string
+	// Scale holds the scale-out settings (scale.go).
+	Scale scaleConfig
 	// TemporalPortsExplicit is true when the embedded server's ports were
 	// configured; otherwise busy defaults fall back to free ports.
 	TemporalPortsExplicit bool
@@ -94,6 +100,7 @@ func loadConfig(name string, args []string) (config, error) {
 		"compute rate in cents per sandbox GiB of memory hour (FACTORY_CENTS_PER_GB_HOUR)")
 	fs.StringVar(&c.SandboxIsolation, "sandbox-isolation", env("FACTORY_SANDBOX_ISOLATION", "bwrap"),
 		"sandbox isolation: bwrap, or none to run steps on the host (FACTORY_SANDBOX_ISOLATION)")
+	scaleFlags := c.Scale.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -163,6 +170,9 @@ func loadConfig(name string, args []string) (config, error) {
 	}
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = filepath.Join(c.DataDir, "factory.db")
+	}
+	if err := c.Scale.parse(fs, scaleFlags, c.DataDir); err != nil {
+		return c, err
 	}
 	return c, nil
 }

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/activities/sandbox"
@@ -28,9 +27,10 @@ import (
 // runtime is the Temporal side of factoryd: an embedded server (unless
 // TEMPORAL_ADDRESS names one), a client, and the worker for the worker role.
 type runtime struct {
-	server *embedded.Server
-	client client.Client
-	worker worker.Worker
+	server    *embedded.Server
+	client    client.Client
+	workers   *workerSet
+	snapshots *sandbox.Snapshots
 }
 
 func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog.Logger) (*runtime, error) {
@@ -59,16 +59,16 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 		logger.Info("embedded Temporal started", slog.String("frontend", addr), slog.String("web_ui", srv.UIURL()),
 			slog.String("namespace", cfg.TemporalNamespace))
 	}
-	c, err := client.Dial(client.Options{
+	c, err := dialTemporal(ctx, client.Options{
 		HostPort:  addr,
 		Namespace: cfg.TemporalNamespace,
 		Logger:    tlog.NewStructuredLogger(logger.With(slog.String("component", "temporal-client"))),
 		// loopback: compression costs more than it saves
 		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}},
-	})
+	}, cfg.TemporalAddress != "", cfg.Scale.TemporalWait, logger)
 	if err != nil {
 		rt.Close()
-		return nil, fmt.Errorf("connect to Temporal at %s: %w", addr, err)
+		return nil, err
 	}
 	rt.client = c
 	if cfg.Roles["worker"] {
@@ -82,20 +82,17 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 		if killed := drv.KillLeftovers(); len(killed) > 0 {
 			logger.Warn("killed processes left by a previous worker", slog.Any("pids", killed))
 		}
-		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates}
-		// A graceful stop drains for a bounded while: bookkeeping activities
-		// (sub-second) and steps about to end finish here instead of being
-		// re-run by the next worker; longer steps are then interrupted (their
-		// context ends with worker.ErrWorkerShutdown) and retried by the next
-		// worker.
-		w := worker.New(c, workflows.TaskQueue, worker.Options{WorkerStopTimeout: workerStopTimeout})
-		workflows.Register(w, acts)
-		if err := w.Start(); err != nil {
+		if rt.snapshots, err = sandbox.OpenSnapshots(ctx, cfg.Scale.SnapshotURL); err != nil {
 			rt.Close()
-			return nil, fmt.Errorf("start worker: %w", err)
+			return nil, err
 		}
-		rt.worker = w
-		go reapSandboxes(ctx, drv, logger)
+		drv.Snapshots = rt.snapshots
+		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates}
+		if rt.workers, err = startWorkers(ctx, cfg, c, st, acts, logger); err != nil {
+			rt.Close()
+			return nil, err
+		}
+		go reapSandboxes(ctx, drv, logger, func(name string) { _ = st.UnplaceSandbox(ctx, name, rt.workers.id) })
 	}
 	return rt, nil
 }
@@ -106,14 +103,15 @@ const workerStopTimeout = 5 * time.Second
 
 // Close stops the worker, the client and the embedded server.
 func (rt *runtime) Close() {
-	if rt.worker != nil {
-		rt.worker.Stop()
-	}
+	rt.workers.stop()
 	if rt.client != nil {
 		rt.client.Close()
 	}
 	if rt.server != nil {
 		_ = rt.server.Stop()
+	}
+	if rt.snapshots != nil {
+		_ = rt.snapshots.Close()
 	}
 }
 
@@ -148,7 +146,7 @@ func (rt *runtime) CancelJobRun(ctx context.Context, runID string) error {
 
 // reapSandboxes applies sandbox lifecycles (pause_after_idle, pause_after,
 // delete_after) every 15 seconds until ctx is done.
-func reapSandboxes(ctx context.Context, drv *sandbox.Local, logger *slog.Logger) {
+func reapSandboxes(ctx context.Context, drv *sandbox.Local, logger *slog.Logger, forget func(name string)) {
 	t := time.NewTicker(15 * time.Second)
 	defer t.Stop()
 	for {
@@ -159,6 +157,9 @@ func reapSandboxes(ctx context.Context, drv *sandbox.Local, logger *slog.Logger)
 			rep, err := drv.Reap(ctx, now)
 			if err != nil && ctx.Err() == nil {
 				logger.Warn("sandbox reaper", slog.String("error", err.Error()))
+			}
+			for _, name := range rep.Deleted {
+				forget(name)
 			}
 			if len(rep.Paused)+len(rep.Deleted) > 0 {
 				logger.Info("sandbox reaper", slog.Any("paused", rep.Paused), slog.Any("deleted", rep.Deleted))

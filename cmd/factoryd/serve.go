@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/linefactory/linefactory/api"
-	"github.com/linefactory/linefactory/store"
 )
 
 // runServe implements `factoryd serve`.
@@ -47,7 +46,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	if err := privateDataDir(cfg.DataDir); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := openStore(ctx, cfg.DatabaseURL, max(cfg.Scale.TemporalWait, 10*time.Second), logger)
 	if err != nil {
 		return err
 	}
@@ -64,12 +63,17 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	defer rt.Close()
 
 	if !cfg.Roles["api"] {
+		ready := rt.ReadyChecks()
+		ready["store"] = st.Ping
+		if err := serveOps(ctx, cfg.Scale.OpsAddr, cfg.Scale.OpsExplicit, ready, rt.workers.metrics(), logger); err != nil {
+			return err
+		}
 		logger.Info("worker running", slog.Any("roles", cfg.Roles))
 		<-ctx.Done()
 		return nil
 	}
 	srv := api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, ReadyChecks: rt.ReadyChecks(), Runs: rt,
-		IntegrationSecrets: cfg.IntegrationSecrets}, st)
+		IntegrationSecrets: cfg.IntegrationSecrets, Metrics: rt.workers.metrics()}, st)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)

@@ -1,0 +1,182 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/linefactory/linefactory/activities/sandbox"
+	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
+	"github.com/linefactory/linefactory/store"
+)
+
+// Sandbox affinity. A sandbox lives on the disk of the worker that made it;
+// the store records which (a placement). Each worker polls, besides the
+// shared task queue, a queue of its own (WorkerQueue), and the job run
+// workflow sends every activity that uses a sandbox there. A worker is alive
+// while it heartbeats its row in the store (WorkerHeartbeat); one silent for
+// WorkerTTL is gone, and a sandbox on it fails its users clearly.
+
+// WorkerHeartbeat is how often a worker records that it is alive.
+const WorkerHeartbeat = 3 * time.Second
+
+// WorkerTTL is how long a worker may stay silent before it counts as gone.
+const WorkerTTL = 15 * time.Second
+
+// ErrTypeSandboxElsewhere is the activity error type of an AcquireSandbox
+// that reached a worker other than the one holding the sandbox (its
+// placement was made meanwhile): the workflow routes it again.
+const ErrTypeSandboxElsewhere = "SANDBOX_ELSEWHERE"
+
+// CodeWorkerGone is the error code of a task whose sandbox's worker is gone.
+const CodeWorkerGone = "RESOURCE_UNAVAILABLE"
+
+// WorkerQueue is the task queue only the worker id polls.
+func WorkerQueue(sharedQueue, workerID string) string { return sharedQueue + "/" + workerID }
+
+// Placements is what sandbox affinity needs of the store.
+type Placements interface {
+	GetWorker(ctx context.Context, id string) (store.Worker, error)
+	PlaceSandbox(ctx context.Context, name, workerID string) (string, error)
+	MoveSandbox(ctx context.Context, name, from, to string) (bool, error)
+	SandboxWorker(ctx context.Context, name string) (string, error)
+	UnplaceSandbox(ctx context.Context, name, workerID string) error
+}
+
+// Worker is the worker process the activities run in; zero on a process
+// with one worker and no placements (tests, the API role).
+type Worker struct {
+	ID    string
+	Queue string // WorkerQueue(shared, ID)
+}
+
+// LocateSandboxInput asks where a sandbox lives: Name (a template, rendered
+// with Params) for an ensure or reuse sandbox, or WorkerID alone to ask
+// whether that worker is alive.
+type LocateSandboxInput struct {
+	Name     string
+	Params   map[string]any
+	WorkerID string
+}
+
+// LocateSandboxResult tells where a sandbox lives. Found is false when no
+// worker holds it; Alive says whether its worker heartbeats.
+type LocateSandboxResult struct {
+	Name     string
+	Found    bool
+	WorkerID string
+	Queue    string
+	Alive    bool
+	SeenAt   time.Time
+}
+
+// LocateSandbox finds the worker holding a sandbox and whether it is alive.
+// It is a local activity: a store read.
+func (a *Activities) LocateSandbox(ctx context.Context, in LocateSandboxInput) (LocateSandboxResult, error) {
+	if a.Placements == nil {
+		return LocateSandboxResult{}, nil
+	}
+	res := LocateSandboxResult{WorkerID: in.WorkerID}
+	if res.WorkerID == "" {
+		name, err := manifests.Render(in.Name, in.Params)
+		if err != nil || name == "" {
+			return res, nil // AcquireSandbox reports the template's problem
+		}
+		res.Name = name
+		id, err := a.Placements.SandboxWorker(ctx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return res, nil
+		}
+		if err != nil {
+			return res, err
+		}
+		res.WorkerID = id
+	}
+	res.Found = true
+	w, err := a.Placements.GetWorker(ctx, res.WorkerID)
+	if errors.Is(err, store.ErrNotFound) {
+		return res, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	res.Queue, res.SeenAt = w.Queue, w.SeenAt
+	res.Alive = a.now().Sub(w.SeenAt) < WorkerTTL
+	return res, nil
+}
+
+// WorkerGone describes a task whose sandbox is on a worker that is gone.
+func WorkerGone(task, step, sandboxName, workerID string, seen time.Time) RunStepResult {
+	msg := fmt.Sprintf("sandbox %q is on worker %s, which is gone", sandboxName, workerID)
+	if !seen.IsZero() {
+		msg += fmt.Sprintf(" (last seen %s)", seen.UTC().Format(time.RFC3339))
+	}
+	return RunStepResult{Task: task, Step: step, Outcome: run.Fail(CodeWorkerGone, run.ClassInfra, msg+"; its sandboxes went with it")}
+}
+
+// claimSandbox records that this worker holds name before it is made here.
+// Another live worker holding it already: ErrTypeSandboxElsewhere, so the
+// workflow routes the task there. A provision attempt whose earlier attempt
+// ran on a worker that is gone takes the name over; an ensure or reuse
+// sandbox on a gone worker fails (RESOURCE_UNAVAILABLE).
+func (a *Activities) claimSandbox(ctx context.Context, name, mode string) error {
+	if a.Placements == nil || a.Worker.ID == "" || name == "" {
+		return nil
+	}
+	holder, err := a.Placements.PlaceSandbox(ctx, name, a.Worker.ID)
+	if err != nil || holder == a.Worker.ID {
+		return err
+	}
+	loc, err := a.LocateSandbox(ctx, LocateSandboxInput{WorkerID: holder})
+	if err != nil {
+		return err
+	}
+	if loc.Alive {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("sandbox %q is on worker %s", name, holder),
+			ErrTypeSandboxElsewhere, nil, loc)
+	}
+	if mode == manifests.SandboxProvision {
+		if _, err := a.Placements.MoveSandbox(ctx, name, holder, a.Worker.ID); err != nil {
+			return err
+		}
+		return a.claimSandbox(ctx, name, mode)
+	}
+	f := WorkerGone("", "", name, holder, loc.SeenAt)
+	return temporal.NewNonRetryableApplicationError(f.ErrorMessage, CodeWorkerGone, nil)
+}
+
+// unplaceIfGone forgets this worker's placement of a sandbox it does not
+// hold (a provision that failed, a delete).
+func (a *Activities) unplaceIfGone(ctx context.Context, name string) {
+	if a.Placements == nil || a.Worker.ID == "" || name == "" {
+		return
+	}
+	if _, err := a.Sandboxes.Get(ctx, name); sandbox.CodeOf(err) != sandbox.CodeNotFound {
+		return
+	}
+	if err := a.Placements.UnplaceSandbox(context.WithoutCancel(ctx), name, a.Worker.ID); err != nil && a.Logger != nil {
+		a.Logger.Warn("forget sandbox placement", slog.String("sandbox", name), slog.String("error", err.Error()))
+	}
+}
+
+// TeardownSandboxInput names a sandbox to delete on the worker holding it.
+type TeardownSandboxInput struct {
+	Name string
+}
+
+// TeardownSandbox deletes a sandbox at the end of its run
+// (teardown_on_complete); it runs on the sandbox's worker. A sandbox that
+// is gone already is no error.
+func (a *Activities) TeardownSandbox(ctx context.Context, in TeardownSandboxInput) error {
+	err := a.Sandboxes.Delete(ctx, in.Name)
+	if err != nil && sandbox.CodeOf(err) != sandbox.CodeNotFound {
+		return err
+	}
+	a.unplaceIfGone(ctx, in.Name)
+	return nil
+}
