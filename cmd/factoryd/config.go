@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/manifests/agentconf"
 )
 
 // config is factoryd's configuration, read once from flags and environment
@@ -31,6 +32,7 @@ import (
 //	FACTORY_INTEGRATION_SECRETS              signing secrets per provider: code_host=s1,chat_tool=s2
 //	FACTORY_CENTS_PER_VCPU_HOUR --cents-per-vcpu-hour  compute rate per sandbox vCPU hour (4)
 //	FACTORY_CENTS_PER_GB_HOUR   --cents-per-gb-hour    compute rate per sandbox GiB of memory hour (0.5)
+//	FACTORY_CONFIG           --config        server configuration file (TOML: harnesses, inference, router); unset = none
 type config struct {
 	HTTPAddr          string
 	DataDir           string
@@ -48,6 +50,10 @@ type config struct {
 	IntegrationSecrets map[string]string
 	// Rates price sandbox time (compute_cost_cents).
 	Rates activities.CostRates
+	// ConfigFile is the server configuration file read into Agents ("" = none).
+	ConfigFile string
+	// Agents is the parsed configuration file; nil without one.
+	Agents *agentconf.Config
 	// TemporalPortsExplicit is true when the embedded server's ports were
 	// configured; otherwise busy defaults fall back to free ports.
 	TemporalPortsExplicit bool
@@ -87,6 +93,7 @@ func loadConfig(name string, args []string) (config, error) {
 		"compute rate in cents per sandbox vCPU hour (FACTORY_CENTS_PER_VCPU_HOUR)")
 	fs.StringVar(&gbRate, "cents-per-gb-hour", env("FACTORY_CENTS_PER_GB_HOUR", strconv.FormatFloat(activities.DefaultCostRates.CentsPerGBHour, 'f', -1, 64)),
 		"compute rate in cents per sandbox GiB of memory hour (FACTORY_CENTS_PER_GB_HOUR)")
+	fs.StringVar(&c.ConfigFile, "config", env("FACTORY_CONFIG", ""), "server configuration file: harnesses, inference, router (FACTORY_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -154,7 +161,24 @@ func loadConfig(name string, args []string) (config, error) {
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = filepath.Join(c.DataDir, "factory.db")
 	}
+	if c.ConfigFile != "" {
+		ac, err := readAgentConfig(c.ConfigFile)
+		if err != nil {
+			return c, err
+		}
+		c.Agents = ac
+	}
 	return c, nil
+}
+
+// readAgentConfig reads and parses the server configuration file once; its
+// errors name the file, the key and the reason.
+func readAgentConfig(file string) (*agentconf.Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	return agentconf.Parse(data, file)
 }
 
 // checkTopology rejects a split role without an external Temporal: an
