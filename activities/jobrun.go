@@ -31,6 +31,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities/sandbox"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/agentconf"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
@@ -77,6 +78,12 @@ type Activities struct {
 	OutputDir string
 	// HeartbeatInterval is how often a running step heartbeats; default 500ms.
 	HeartbeatInterval time.Duration
+	// Agents is the server configuration file: the harnesses run_agent
+	// steps run and their model prices; nil configures none.
+	Agents *agentconf.Config
+	// AgentStore serves knowledge and agent sessions; nil uses Store when
+	// it has them.
+	AgentStore AgentStore
 }
 
 func (a *Activities) now() time.Time {
@@ -95,12 +102,17 @@ type StartRunInput struct {
 // StartRun marks the run running and lists every step as pending.
 func (a *Activities) StartRun(ctx context.Context, in StartRunInput) error {
 	now := a.now()
-	_, err := a.Store.UpdateJobRun(ctx, in.RunID, func(r *store.JobRun) error {
+	knowledge, err := a.resolveKnowledge(ctx, in.Manifest)
+	if err != nil {
+		return err
+	}
+	_, err = a.Store.UpdateJobRun(ctx, in.RunID, func(r *store.JobRun) error {
 		if r.Status != run.Queued && r.Status != "" {
 			return nil // a retried activity: already started
 		}
 		r.Status = run.Running
 		r.StartedAt = &now
+		r.KnowledgeVersions = knowledge
 		if reg := in.Manifest.Run.Region; reg != "" {
 			r.Region = &reg
 		}
@@ -439,7 +451,10 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 		e.SetOutcome(res.Outcome)
 		e.CompletedAt, e.ExitCode = &done, res.ExitCode
 		if res.ErrorCode != "" {
-			e.ErrorDetails = map[string]any{"task": in.Task, "step": in.Step}
+			if e.ErrorDetails == nil {
+				e.ErrorDetails = map[string]any{}
+			}
+			e.ErrorDetails["task"], e.ErrorDetails["step"] = in.Task, in.Step
 			if res.ExitCode != nil {
 				e.ErrorDetails["exit_code"] = *res.ExitCode
 			}
@@ -473,6 +488,8 @@ func (a *Activities) runAction(ctx context.Context, in RunStepInput) (RunStepRes
 	switch {
 	case s.Exec != nil:
 		return a.exec(ctx, in)
+	case s.RunAgent != nil:
+		return a.runAgent(ctx, in)
 	case s.Snapshot != nil:
 		name, err := manifests.Render(s.Snapshot.Name, in.Params)
 		if err != nil {
@@ -510,13 +527,15 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 		outPath = filepath.Join(dir, fmt.Sprintf("svc_output.%s.%s", in.RunID, hex.EncodeToString(b[:])))
 		defer os.Remove(outPath)
 	}
+	artifacts, cleanup := a.artifactsFile(in)
+	defer cleanup()
 	stepKey := in.Task + "/" + in.Step
 	stdout := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stdout"}
 	stderr := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stderr"}
 
 	res, err := a.Sandboxes.Exec(ctx, sandbox.ExecRequest{
 		Sandbox: in.Sandbox, Argv: argv, Workdir: workdir, Stdout: stdout, Stderr: stderr,
-		Env: map[string]string{"SVC_OUTPUT": outPath}, Timeout: time.Duration(in.TimeoutSeconds) * time.Second,
+		Env: map[string]string{"SVC_OUTPUT": outPath, "SVC_ARTIFACTS": artifacts}, Timeout: time.Duration(in.TimeoutSeconds) * time.Second,
 	})
 	stdout.flush()
 	stderr.flush()
@@ -534,6 +553,7 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 		return out, nil
 	}
 	if len(in.Claimed) == 0 {
+		a.collectArtifacts(ctx, in, artifacts, &out)
 		return out, nil
 	}
 	data, err := readOutputFile(outPath, manifests.MaxOutputFileBytes)
@@ -549,6 +569,7 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 		return out, nil
 	}
 	out.Outputs = values
+	a.collectArtifacts(ctx, in, artifacts, &out)
 	return out, nil
 }
 
@@ -798,6 +819,7 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 			payload["error"] = map[string]any{"code": res.ErrorCode, "message": msg, "failure_class": res.FailureClass}
 		}
 		r.ComputeCostCents = res.CostCents
+		r.InferenceCostCents = a.inferenceCents(&in.Manifest, r.StepTimeline)
 		r.TotalCostCents = r.ComputeCostCents + r.InferenceCostCents
 		r.CostRatedAt = &now
 		return nil

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/linefactory/linefactory/manifests/agentconf"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -76,6 +77,9 @@ type Config struct {
 	IntegrationSecrets map[string]string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Agents is the server configuration file (harnesses, models, router);
+	// nil configures none.
+	Agents *agentconf.Config
 }
 
 // Server is the REST API.
@@ -208,6 +212,7 @@ func (s *Server) registerRoutes() {
 	s.handle(http.MethodPost, "/tokens", ScopeAdmin, s.createToken)
 	s.handle(http.MethodGet, "/tokens", ScopeAdmin, s.listTokens)
 	s.handle(http.MethodDelete, "/tokens/:name", ScopeAdmin, s.deleteToken)
+	s.registerAgentRoutes()
 }
 
 // ---------------------------------------------------------------- middleware

@@ -82,7 +82,7 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 		if killed := drv.KillLeftovers(); len(killed) > 0 {
 			logger.Warn("killed processes left by a previous worker", slog.Any("pids", killed))
 		}
-		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates}
+		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates, Agents: cfg.Agents}
 		// A graceful stop drains for a bounded while: bookkeeping activities
 		// (sub-second) and steps about to end finish here instead of being
 		// re-run by the next worker; longer steps are then interrupted (their

@@ -21,12 +21,18 @@ import (
 // A directory is searched for jobs/<name>/job.toml (or job.json) and line
 // files lines/*.toml (or *.json) at any depth; the stages of the lines found
 // in a directory are checked against the jobs found (none found: every stage's
-// job is unknown). A file is a line if its top level has a "line" key, else a
+// job is unknown). With --config FILE, run_agent steps are checked against
+// the server configuration file as a deploy checks them. A file is a line if its top level has a "line" key, else a
 // job; a line file given alone gets every check but job existence, unless job
 // manifests were given too.
 func runValidate(args []string, stdout, stderr io.Writer) int {
+	args, agents, err := validateConfigFlag(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "factoryd validate: %v\n", err)
+		return 2
+	}
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: factoryd validate PATH...")
+		fmt.Fprintln(stderr, "usage: factoryd validate [--config FILE] PATH...")
 		return 2
 	}
 	var jobs, lines []string
@@ -80,6 +86,9 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		m, ps := loadJob(file)
 		if m != nil {
 			known[m.Job.Name] = true
+			if agents != nil {
+				ps = append(ps, manifests.CheckAgentSteps(m, agents)...)
+			}
 		}
 		report(file, ps)
 	}
