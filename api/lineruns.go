@@ -112,7 +112,7 @@ func (s *Server) startLineRun(c *gin.Context) error {
 
 // launchLine records a new trigger-started line run of version v and starts
 // its manager. The event itself is fine, so a run that cannot start (params
-// that do not fit, a stage job missing or unsupported, the engine refusing
+// that do not fit, a stage job missing, the engine refusing
 // it) is recorded as a failed run and returned without an error: the
 // delivery's other runs stand and a retry of it is a repeat. The error is
 // store.ErrConflict when the delivery already started a run of this line;
