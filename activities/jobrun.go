@@ -31,6 +31,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities/sandbox"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/agentconf"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
@@ -82,6 +83,12 @@ type Activities struct {
 	// sandbox affinity.
 	Placements Placements
 	Worker     Worker
+	// Agents is the server configuration file: the harnesses run_agent
+	// steps run and their model prices; nil configures none.
+	Agents *agentconf.Config
+	// AgentStore serves knowledge and agent sessions; nil uses Store when
+	// it has them.
+	AgentStore AgentStore
 }
 
 func (a *Activities) now() time.Time {
@@ -100,12 +107,17 @@ type StartRunInput struct {
 // StartRun marks the run running and lists every step as pending.
 func (a *Activities) StartRun(ctx context.Context, in StartRunInput) error {
 	now := a.now()
-	_, err := a.Store.UpdateJobRun(ctx, in.RunID, func(r *store.JobRun) error {
+	knowledge, err := a.resolveKnowledge(ctx, in.Manifest)
+	if err != nil {
+		return err
+	}
+	_, err = a.Store.UpdateJobRun(ctx, in.RunID, func(r *store.JobRun) error {
 		if r.Status != run.Queued && r.Status != "" {
 			return nil // a retried activity: already started
 		}
 		r.Status = run.Running
 		r.StartedAt = &now
+		r.KnowledgeVersions = knowledge
 		if reg := in.Manifest.Run.Region; reg != "" {
 			r.Region = &reg
 		}
@@ -457,7 +469,10 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 		e.SetOutcome(res.Outcome)
 		e.CompletedAt, e.ExitCode = &done, res.ExitCode
 		if res.ErrorCode != "" {
-			e.ErrorDetails = map[string]any{"task": in.Task, "step": in.Step}
+			if e.ErrorDetails == nil {
+				e.ErrorDetails = map[string]any{}
+			}
+			e.ErrorDetails["task"], e.ErrorDetails["step"] = in.Task, in.Step
 			if res.ExitCode != nil {
 				e.ErrorDetails["exit_code"] = *res.ExitCode
 			}
@@ -491,6 +506,8 @@ func (a *Activities) runAction(ctx context.Context, in RunStepInput) (RunStepRes
 	switch {
 	case s.Exec != nil:
 		return a.exec(ctx, in)
+	case s.RunAgent != nil:
+		return a.runAgent(ctx, in)
 	case s.Snapshot != nil:
 		name, err := manifests.Render(s.Snapshot.Name, in.Params)
 		if err != nil {
@@ -530,13 +547,15 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 		outPath = filepath.Join(dir, fmt.Sprintf("svc_output.%s.%s", in.RunID, hex.EncodeToString(b[:])))
 		defer os.Remove(outPath)
 	}
+	artifacts, cleanup := a.artifactsFile(in)
+	defer cleanup()
 	stepKey := in.Task + "/" + in.Step
 	stdout := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stdout"}
 	stderr := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stderr"}
 
 	res, err := a.Sandboxes.Exec(ctx, sandbox.ExecRequest{
 		Sandbox: in.Sandbox, Argv: argv, Workdir: workdir, Stdout: stdout, Stderr: stderr,
-		Env: stepEnv(outPath, in.Params), Timeout: time.Duration(in.TimeoutSeconds) * time.Second, User: in.Action.User,
+		Env: stepEnv(outPath, artifacts, in.Params), Timeout: time.Duration(in.TimeoutSeconds) * time.Second, User: in.Action.User,
 	})
 	stdout.flush()
 	stderr.flush()
@@ -554,6 +573,7 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 		return out, nil
 	}
 	if len(in.Claimed) == 0 {
+		a.collectArtifacts(ctx, in, artifacts, &out)
 		return out, nil
 	}
 	data, err := readOutputFile(outPath, manifests.MaxOutputFileBytes)
@@ -569,6 +589,7 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 		return out, nil
 	}
 	out.Outputs = values
+	a.collectArtifacts(ctx, in, artifacts, &out)
 	return out, nil
 }
 
@@ -812,6 +833,7 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 			payload["error"] = map[string]any{"code": res.ErrorCode, "message": msg, "failure_class": res.FailureClass}
 		}
 		r.ComputeCostCents = res.CostCents
+		r.InferenceCostCents = a.inferenceCents(&in.Manifest, r.StepTimeline)
 		r.TotalCostCents = r.ComputeCostCents + r.InferenceCostCents
 		r.CostRatedAt = &now
 		return nil
@@ -877,8 +899,9 @@ func taskSandboxSize(m *manifests.JobManifest, task string) (vcpus, memoryMB int
 
 // stepEnv is an exec step's environment: $SVC_OUTPUT and every param as
 // SVC_PARAM_<NAME>.
-func stepEnv(outPath string, params map[string]any) map[string]string {
+func stepEnv(outPath, artifacts string, params map[string]any) map[string]string {
 	env := manifests.ParamEnv(params)
 	env[sandbox.OutputEnv] = outPath
+	env["SVC_ARTIFACTS"] = artifacts
 	return env
 }

@@ -103,9 +103,6 @@ func (a *Activities) FireJobSchedule(ctx context.Context, in FireJobScheduleInpu
 		return failed("SCHEDULE_PARAMS_INVALID", "the scheduled run was not started: the defaults of the job's params do not validate: "+ps.Error(),
 			map[string]any{"problems": problems})
 	}
-	if msg := manifests.UnsupportedStep(m); msg != "" {
-		return failed(run.CodeRunAgentUnsupported, msg+"; the scheduled run was not started", nil)
-	}
 	rec.RunParams = params
 	if _, err := a.Store.CreateJobRun(ctx, rec); err != nil && !errors.Is(err, store.ErrConflict) {
 		return FireJobScheduleResult{}, err

@@ -335,6 +335,9 @@ func enrichFailure(f *run.Failure, jr *store.JobRun, stopReason *string) *store.
 		}
 		step, task := e.Name, e.TaskName
 		lf.StageStep, lf.TaskName = &step, &task
+		if e.Action == manifests.ActionRunAgent && (rec.Code == run.StageFailed || rec.Code == run.JobOutputsInvalid) {
+			lf.Domain = run.DomainAgent // the stage failed in an agent step (AGENTS.md)
+		}
 		if e.ExitCode != nil {
 			lf.ErrorDetails["exit_code"] = *e.ExitCode
 		}

@@ -97,7 +97,7 @@ func (a *Activities) FireSchedule(ctx context.Context, in FireScheduleInput) (Fi
 		return FireScheduleResult{Failed: msg, RunID: id, LineVersionID: v.ID}, nil
 	}
 	jobs, err := manifests.ResolveStageJobs(m, store.JobVersionLoader(ctx, a.Definitions))
-	if errors.Is(err, manifests.ErrStageJobMissing) || errors.Is(err, manifests.ErrStageJobUnsupported) {
+	if errors.Is(err, manifests.ErrStageJobMissing) {
 		return failed(run.DispatchFailed, "the line run could not be dispatched: "+err.Error(), "")
 	}
 	if err != nil {

@@ -179,6 +179,12 @@ func (s *Server) createJobVersion(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if ps, err := s.checkJobAgents(c.Request.Context(), m); err != nil {
+		return err
+	} else if len(ps) > 0 {
+		ps.Sort()
+		return &ManifestInvalid{Problems: ps}
+	}
 	raw, hash, err := encodeManifest(m)
 	if err != nil {
 		return err
@@ -334,6 +340,11 @@ func (s *Server) deployLine(c *gin.Context) error {
 	}
 	ps = append(ps, jps...)
 	ps = append(ps, manifests.CheckLineBindings(m, jobs)...)
+	aps, err := s.checkLineAgents(ctx, m, jobs)
+	if err != nil {
+		return err
+	}
+	ps = append(ps, aps...)
 	inputs, ips := manifests.LineInputs(m, jobs)
 	ps = append(ps, ips...)
 	if m.Trigger.Type == manifests.TriggerSchedule {

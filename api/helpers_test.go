@@ -32,7 +32,7 @@ type harness struct {
 
 func newHarness(t *testing.T, st *store.Store) *harness {
 	t.Helper()
-	srv := New(Config{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxBodyBytes: 1 << 20}, st)
+	srv := New(Config{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxBodyBytes: 1 << 20, Agents: exampleAgents(t)}, st)
 	doc, err := srv.OpenAPI()
 	if err != nil {
 		t.Fatalf("OpenAPI document does not load: %v", err)

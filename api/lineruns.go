@@ -61,8 +61,6 @@ func (s *Server) resolveStageJobs(ctx context.Context, m manifests.LineManifest)
 	switch {
 	case errors.Is(err, manifests.ErrStageJobMissing):
 		return nil, httpError(http.StatusConflict, CodeInvalidRequest, "%v", err)
-	case errors.Is(err, manifests.ErrStageJobUnsupported):
-		return nil, invalid("run_agent_unsupported", err.Error()+"; the run was not started", "body")
 	}
 	return jobs, err
 }
@@ -114,7 +112,7 @@ func (s *Server) startLineRun(c *gin.Context) error {
 
 // launchLine records a new trigger-started line run of version v and starts
 // its manager. The event itself is fine, so a run that cannot start (params
-// that do not fit, a stage job missing or unsupported, the engine refusing
+// that do not fit, a stage job missing, the engine refusing
 // it) is recorded as a failed run and returned without an error: the
 // delivery's other runs stand and a retry of it is a repeat. The error is
 // store.ErrConflict when the delivery already started a run of this line;
@@ -125,7 +123,7 @@ func (s *Server) launchLine(ctx context.Context, name string, v store.LineVersio
 		return store.LineRun{}, errNoEngine()
 	}
 	jobs, err := manifests.ResolveStageJobs(m, store.JobVersionLoader(ctx, s.store))
-	if errors.Is(err, manifests.ErrStageJobMissing) || errors.Is(err, manifests.ErrStageJobUnsupported) {
+	if errors.Is(err, manifests.ErrStageJobMissing) {
 		return s.failedLineRun(ctx, name, v, params, trigger, actor, run.DispatchFailed, "the line run could not be dispatched: "+err.Error())
 	}
 	if err != nil {

@@ -141,15 +141,18 @@ func schemas() openapi3.Schemas {
 	deployRequest := func(manifest string) *openapi3.Schema {
 		return obj(nil, map[string]string{"manifest!": manifest})
 	}
+	usageLine := obj(map[string]*openapi3.Schema{"model!": str(), "input_tokens!": integer(), "output_tokens!": integer()}, nil)
+	knowledgeRef := obj(map[string]*openapi3.Schema{"slug!": str(), "version_id!": str(), "version_number!": integer(), "content_hash!": str()}, nil)
 	timelineEntry := obj(map[string]*openapi3.Schema{"name!": str(), "action!": str(), "status!": str(), "task_name!": str(),
 		"sandbox_name": strN(), "agent_session_id": strN(), "started_at": dtN(), "completed_at": dtN(), "error_message": strN(),
-		"error_code": strN(), "failure_class": strN(), "error_details": freeObjectN(), "exit_code": intN(), "compute_command_id": strN()}, nil)
+		"error_code": strN(), "failure_class": strN(), "error_details": freeObjectN(), "exit_code": intN(), "compute_command_id": strN(),
+		"inference_cost_cents": integer(), "usage": arr(usageLine)}, nil)
 	jobRun := obj(map[string]*openapi3.Schema{"id!": str(), "job_name!": str(), "job_version_id!": str(), "status!": str(),
 		"region!": strN(), "run_params!": freeObject(), "result_payload!": freeObjectN(), "step_timeline!": arr(timelineEntry),
 		"artifact_refs!": arr(freeObject()), "started_at!": dtN(), "completed_at!": dtN(), "error_message!": strN(), "created_at!": dt(),
 		"compute_cost_cents": integer(), "inference_cost_cents": integer(), "total_cost_cents": integer(), "cost_rated_at": dtN(),
 		"error_code": strN(), "failure_class": strN(), "error_details": freeObjectN(), "line_run_id": strN(), "stage_name": strN(),
-		"workflow_id": str(), "stop_reason": strN()}, nil)
+		"workflow_id": str(), "stop_reason": strN(), "knowledge_versions": arr(knowledgeRef)}, nil)
 	startRun := obj(map[string]*openapi3.Schema{"params": freeObject(), "version_id": str()}, nil)
 	stopRun := obj(map[string]*openapi3.Schema{"reason": strN()}, nil)
 	stageSummary := obj(map[string]*openapi3.Schema{"stage_name!": str(), "stage_order!": integer(), "iteration!": integer(), "status!": str(),
@@ -199,6 +202,9 @@ func schemas() openapi3.Schemas {
 		"LineDeployRequest":   deployRequest("LineManifestInput").NewRef(),
 	}
 	for name, sc := range manifestSchemas() {
+		out[name] = sc
+	}
+	for name, sc := range agentSchemas() {
 		out[name] = sc
 	}
 	return out
@@ -258,6 +264,7 @@ var operations = map[string]opSpec{
 	"POST /tokens":                                          {summary: "Create an API token (the secret is shown once)", request: "TokenRequest", success: 201, response: ref("Token")},
 	"GET /tokens":                                           {summary: "List API tokens", success: 200, response: list("Token")},
 	"DELETE /tokens/{name}":                                 {summary: "Delete an API token", success: 204},
+	"GET /inference/models":                                 {summary: "The harnesses, models, efforts and prices of the server configuration file, and its router", success: 200, response: ref("InferenceModels")},
 }
 
 // openAPIPath turns a gin path (/jobs/:name) into an OpenAPI one (/jobs/{name}).

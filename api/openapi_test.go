@@ -14,6 +14,7 @@ import (
 // schemas are strict enough to catch a wrong manifest.
 func TestManifestSchemas(t *testing.T) {
 	h := newHarness(t, storetestSQLite(t))
+	h.createExampleKnowledge()
 	jobs, _ := filepath.Glob(filepath.Join("..", "manifests", "examples", "jobs", "*", "job.*"))
 	if len(jobs) == 0 {
 		t.Fatal("no example jobs")

@@ -85,9 +85,6 @@ func (s *Server) startJobRun(c *gin.Context) error {
 	if ps != nil {
 		return problemsInvalid(ps)
 	}
-	if msg := manifests.UnsupportedStep(m); msg != "" {
-		return invalid("run_agent_unsupported", msg+"; the run was not started", "body")
-	}
 	if s.cfg.Runs == nil {
 		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine (roles without Temporal)")
 	}

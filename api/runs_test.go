@@ -110,7 +110,7 @@ func TestJobRunEndpoints(t *testing.T) {
 		expectDetail(t, h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"params": map[string]any{"who": 5}}, scope: ScopeWrite}), "body", "params", "who")
 		expectDetail(t, h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"params": map[string]any{"nope": 1}}, scope: ScopeWrite}), "body", "params", "nope")
 		expectDetail(t, h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"version_id": "jv_nope"}, scope: ScopeWrite}), "body", "version_id")
-		expectDetail(t, h.do(req{method: "POST", path: "/jobs/agent-exec/runs", body: map[string]any{"params": map[string]any{"task": "x"}}, scope: ScopeWrite}), "body")
+		expect(t, h.do(req{method: "POST", path: "/jobs/agent-exec/runs", body: map[string]any{"params": map[string]any{"task": "x"}}, scope: ScopeWrite}), http.StatusCreated)
 		expectError(t, h.do(req{method: "POST", path: "/jobs/nope/runs", scope: ScopeWrite}), 404, CodeNotFound)
 
 		r = h.do(req{method: "GET", path: "/job-runs/" + id, scope: ScopeRead})

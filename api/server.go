@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/linefactory/linefactory/manifests/agentconf"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -79,6 +80,9 @@ type Config struct {
 	Now func() time.Time
 	// Metrics are more collectors /metrics serves (the worker's capacity).
 	Metrics []prometheus.Collector
+	// Agents is the server configuration file (harnesses, models, router);
+	// nil configures none.
+	Agents *agentconf.Config
 }
 
 // Server is the REST API.
@@ -213,6 +217,7 @@ func (s *Server) registerRoutes() {
 	s.handle(http.MethodGet, "/tokens", ScopeAdmin, s.listTokens)
 	s.handle(http.MethodDelete, "/tokens/:name", ScopeAdmin, s.deleteToken)
 	s.registerRunSearchRoutes()
+	s.registerAgentRoutes()
 }
 
 // ---------------------------------------------------------------- middleware

@@ -270,17 +270,3 @@ func less(a, b OutputWrite) bool {
 	}
 	return a.StepIndex < b.StepIndex
 }
-
-// UnsupportedStep names the first run_agent step of a job, or returns "":
-// agents come with a later release, and a run that needs one is rejected
-// rather than half-run.
-func UnsupportedStep(m JobManifest) string {
-	for i, t := range m.Run.Tasks {
-		for j, s := range t.Steps {
-			if s.RunAgent != nil {
-				return fmt.Sprintf("run.tasks[%d].steps[%d] (%s/%s): run_agent steps are not supported by this server yet", i, j, t.Name, StepName(t, j))
-			}
-		}
-	}
-	return ""
-}

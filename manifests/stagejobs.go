@@ -18,13 +18,9 @@ type StageJob struct {
 // exist; err is any other failure.
 type JobVersionLoader func(job, versionID string) (id string, manifest []byte, found bool, err error)
 
-// Errors of ResolveStageJobs.
-var (
-	// ErrStageJobMissing: a stage's job (or pinned version) no longer exists.
-	ErrStageJobMissing = errors.New("stage job missing")
-	// ErrStageJobUnsupported: a stage's job needs a step this server cannot run.
-	ErrStageJobUnsupported = errors.New("stage job unsupported")
-)
+// ErrStageJobMissing (of ResolveStageJobs): a stage's job (or pinned
+// version) no longer exists.
+var ErrStageJobMissing = errors.New("stage job missing")
 
 // ResolveStageJobs loads the job version every stage of m runs: its pinned
 // version, else the job's latest version now.
@@ -41,9 +37,6 @@ func ResolveStageJobs(m LineManifest, load JobVersionLoader) (map[string]StageJo
 		var jm JobManifest
 		if err := json.Unmarshal(raw, &jm); err != nil {
 			return nil, fmt.Errorf("decode job version %s: %w", id, err)
-		}
-		if msg := UnsupportedStep(jm); msg != "" {
-			return nil, fmt.Errorf("stage %s (job %s): %s: %w", st.ID, st.Job, msg, ErrStageJobUnsupported)
 		}
 		out[st.ID] = StageJob{JobName: st.Job, JobVersionID: id, Manifest: jm}
 	}

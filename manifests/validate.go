@@ -351,6 +351,8 @@ func (v *validator) runAgent(p string, a *RunAgent) {
 		seen[s.Key] = true
 		if strings.TrimSpace(s.URL) == "" {
 			v.add(ip+".url", "is required")
+		} else if msg := checkMCPURL(s.URL); msg != "" {
+			v.add(ip+".url", "%s", msg)
 		}
 	}
 	v.binding(p+".prompt", a.Prompt)
@@ -559,6 +561,12 @@ func (v *validator) placeholders(m *JobManifest) {
 			if s.RunAgent != nil {
 				for k, e := range s.RunAgent.Command {
 					check(at(sp+".run_agent.command", k), e)
+				}
+				if text, ok := LiteralText(s.RunAgent.Prompt); ok {
+					check(sp+".run_agent.prompt.value", text)
+				}
+				if text, ok := LiteralText(s.RunAgent.ResumePrompt); ok {
+					check(sp+".run_agent.resume_prompt.value", text)
 				}
 			}
 			if s.Snapshot != nil {

@@ -26,6 +26,9 @@ type StepTimelineEntry struct {
 	ErrorDetails     map[string]any `json:"error_details"`
 	ExitCode         *int           `json:"exit_code"`
 	ComputeCommandID *string        `json:"compute_command_id"`
+	// InferenceCostCents and Usage: a run_agent step's priced usage lines.
+	InferenceCostCents int64        `json:"inference_cost_cents"`
+	Usage              []AgentUsage `json:"usage,omitempty"`
 }
 
 // JobRun is the record of one run of a job version. It is stored whole as a
@@ -51,6 +54,9 @@ type JobRun struct {
 	ErrorCode          *string             `json:"error_code"`
 	FailureClass       *string             `json:"failure_class"`
 	ErrorDetails       map[string]any      `json:"error_details"`
+	// KnowledgeVersions are the knowledge versions the run's bindings
+	// resolved to when it started.
+	KnowledgeVersions []KnowledgeVersionRef `json:"knowledge_versions"`
 	// Not in SPEC's shape: where the run came from and how to reach it.
 	LineRunID  *string `json:"line_run_id,omitempty"`
 	StageName  *string `json:"stage_name,omitempty"`
@@ -103,6 +109,9 @@ func normalizeJobRun(r *JobRun) {
 	}
 	if r.ArtifactRefs == nil {
 		r.ArtifactRefs = []map[string]any{}
+	}
+	if r.KnowledgeVersions == nil {
+		r.KnowledgeVersions = []KnowledgeVersionRef{}
 	}
 }
 

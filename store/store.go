@@ -138,7 +138,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	err := db.AutoMigrate(
 		&knowledgeItemModel{}, &knowledgeVersionModel{}, &tokenModel{},
-		&jobRunModel{}, &stepLogModel{}, &lineRunModel{}, &lineScheduleModel{},
+		&jobRunModel{}, &stepLogModel{}, &lineRunModel{}, &lineScheduleModel{}, &sandboxSessionModel{},
 	)
 	if err != nil {
 		return fmt.Errorf("migrate store: %w", err)

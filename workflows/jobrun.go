@@ -140,9 +140,6 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 		}
 		return finish(activities.FinishRunInput{Outcome: run.Fail(run.CodeInternalError, run.ClassPlatform, "the run could not be started: "+err.Error())})
 	}
-	if msg := manifests.UnsupportedStep(m); msg != "" {
-		return finish(activities.FinishRunInput{Outcome: run.Fail(run.CodeRunAgentUnsupported, run.ClassConfig, msg)})
-	}
 
 	runCtx, cancelRun := workflow.WithCancel(ctx)
 	timedOut := false

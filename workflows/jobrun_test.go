@@ -286,14 +286,14 @@ name = "a"
 [[run.tasks.steps]]
 exec = ["true"]
 `, "failed", "SANDBOX_NOT_FOUND", "infra", []string{"failed"}},
-		{"run_agent rejected", `
+		{"run_agent without a configured harness", `
 [job]
 name = "x"
 [[run.tasks]]
 name = "a"
 [[run.tasks.steps]]
 run_agent = { mode = "exec", harness = "custom", command = ["true"] }
-`, "failed", "RUN_AGENT_UNSUPPORTED", "config", []string{"skipped"}},
+`, "failed", "HARNESS_NOT_CONFIGURED", "config", []string{"failed"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/manifests/agentconf"
 )
 
 // config is factoryd's configuration, read once from flags and environment
@@ -35,6 +36,7 @@ import (
 //	FACTORY_OPS_ADDR         --ops-addr      /healthz, /readyz, /metrics of a worker-only process (127.0.0.1:9090; "off")
 //	FACTORY_WORKER_MAX_STEPS --worker-max-steps  steps (and sandbox acquisitions) a worker runs at once (64)
 //	FACTORY_SNAPSHOT_URL     --snapshot-url  where snapshot archives go: file:///dir or s3://bucket?region=… (file://<data-dir>/snapshots)
+//	FACTORY_CONFIG           --config        server configuration file (TOML: harnesses, inference, router); unset = none
 type config struct {
 	HTTPAddr       string
 	DataDir        string
@@ -58,6 +60,10 @@ type config struct {
 	SandboxIsolation string
 	// Scale holds the scale-out settings (scale.go).
 	Scale scaleConfig
+	// ConfigFile is the server configuration file read into Agents ("" = none).
+	ConfigFile string
+	// Agents is the parsed configuration file; nil without one.
+	Agents *agentconf.Config
 	// TemporalPortsExplicit is true when the embedded server's ports were
 	// configured; otherwise busy defaults fall back to free ports.
 	TemporalPortsExplicit bool
@@ -101,6 +107,7 @@ func loadConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.SandboxIsolation, "sandbox-isolation", env("FACTORY_SANDBOX_ISOLATION", "bwrap"),
 		"sandbox isolation: bwrap, or none to run steps on the host (FACTORY_SANDBOX_ISOLATION)")
 	scaleFlags := c.Scale.flags(fs)
+	fs.StringVar(&c.ConfigFile, "config", env("FACTORY_CONFIG", ""), "server configuration file: harnesses, inference, router (FACTORY_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -174,7 +181,24 @@ func loadConfig(name string, args []string) (config, error) {
 	if err := c.Scale.parse(fs, scaleFlags, c.DataDir); err != nil {
 		return c, err
 	}
+	if c.ConfigFile != "" {
+		ac, err := readAgentConfig(c.ConfigFile)
+		if err != nil {
+			return c, err
+		}
+		c.Agents = ac
+	}
 	return c, nil
+}
+
+// readAgentConfig reads and parses the server configuration file once; its
+// errors name the file, the key and the reason.
+func readAgentConfig(file string) (*agentconf.Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	return agentconf.Parse(data, file)
 }
 
 // checkTopology rejects a split role without an external Temporal: an

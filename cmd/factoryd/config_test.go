@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -54,5 +55,38 @@ func TestConfigTopology(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "TEMPORAL_ADDRESS") {
 			t.Errorf("%v: error %q does not say what to set", tc.args, err)
 		}
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	good := dir + "/good.toml"
+	bad := dir + "/bad.toml"
+	if err := os.WriteFile(good, []byte("[harnesses.agent_a]\ncommand = [\"agent-a\", \"--prompt-file={{prompt_file}}\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("[harnesses.agent_a]\ncommand = [\"agent-a\"]\nefforts = \"high\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig("serve", nil)
+	if err != nil || c.Agents != nil {
+		t.Fatalf("no file: %+v %v", c.Agents, err)
+	}
+	if c, err = loadConfig("serve", []string{"--config", good}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Agents.Harness("agent_a"); !ok {
+		t.Fatalf("agent_a not configured: %+v", c.Agents)
+	}
+	t.Setenv("FACTORY_CONFIG", good)
+	if c, err = loadConfig("serve", nil); err != nil || c.Agents == nil {
+		t.Fatalf("FACTORY_CONFIG: %+v %v", c.Agents, err)
+	}
+	_, err = loadConfig("serve", []string{"--config", bad})
+	if err == nil || !strings.Contains(err.Error(), bad+": harnesses.agent_a.efforts: expected an array of strings") {
+		t.Fatalf("bad file: %v, want file, key and reason", err)
+	}
+	if _, err = loadConfig("serve", []string{"--config", dir + "/missing.toml"}); err == nil || !strings.Contains(err.Error(), "missing.toml") {
+		t.Fatalf("missing file: %v", err)
 	}
 }

@@ -14,7 +14,7 @@ const usage = `usage: factoryd <command> [flags]
 
 commands:
   serve      start the API, the worker and (without TEMPORAL_ADDRESS) an embedded Temporal server
-  validate   validate manifest files or directories offline: factoryd validate PATH...
+  validate   validate manifest files or directories offline: factoryd validate [--config FILE] PATH...
   token      manage API tokens: factoryd token create --name NAME [--scope read|write|admin]
 `
 

@@ -87,7 +87,7 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 			return nil, err
 		}
 		drv.Snapshots = rt.snapshots
-		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates}
+		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates, Agents: cfg.Agents}
 		if rt.workers, err = startWorkers(ctx, cfg, c, st, acts, logger); err != nil {
 			rt.Close()
 			return nil, err

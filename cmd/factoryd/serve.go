@@ -73,7 +73,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 		return nil
 	}
 	srv := api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, ReadyChecks: rt.ReadyChecks(), Runs: rt,
-		IntegrationSecrets: cfg.IntegrationSecrets, Metrics: rt.workers.metrics()}, st)
+		IntegrationSecrets: cfg.IntegrationSecrets, Metrics: rt.workers.metrics(), Agents: cfg.Agents}, st)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)

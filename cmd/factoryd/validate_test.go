@@ -129,3 +129,37 @@ func TestValidateJobExistence(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateWithConfig(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := runValidate([]string{"--config", "../../manifests/examples/factory.toml", "../../manifests/examples"}, &out, &errOut); code != 0 {
+		t.Fatalf("examples with their config: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "factory.toml", "[harnesses.agent_a]\ncommand = [\"a\"]\nefforts = [\"low\", \"medium\", \"high\"]\n[[harnesses.agent_a.models]]\nname = \"alpha-small\"\n")
+	job := writeFile(t, dir, "jobs/j/job.toml", "[job]\nname = \"j\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n"+
+		"[[run.tasks.steps]]\nrun_agent = { mode = \"session\", harness = \"agent_a\", model = \"alpha-small\", effort = \"max\" }\n"+
+		"[[run.tasks.steps]]\nrun_agent = { mode = \"session\", harness = \"agent_b\" }\n")
+	out.Reset()
+	if code := runValidate([]string{"--config=" + cfg, dir}, &out, &errOut); code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, out.String())
+	}
+	for _, want := range []string{
+		job + `: run.tasks[0].steps[1].run_agent.effort: "max" is not an effort of agent_a/alpha-small (low, medium, high)`,
+		job + `: run.tasks[0].steps[2].run_agent.harness: harness "agent_b" is not configured on this server`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// Without --config the same job is only linted.
+	out.Reset()
+	if code := runValidate([]string{dir}, &out, &errOut); code != 0 {
+		t.Fatalf("without --config: exit %d\n%s", code, out.String())
+	}
+	bad := writeFile(t, dir, "bad.toml", "[harnesses.agent_a]\n")
+	errOut.Reset()
+	if code := runValidate([]string{"--config", bad, dir}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), bad+": harnesses.agent_a.command: required") {
+		t.Fatalf("bad config: exit %d, stderr %q", code, errOut.String())
+	}
+}

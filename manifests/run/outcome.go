@@ -41,15 +41,24 @@ func Fail(code string, class FailureClass, msg string) Outcome {
 // Error codes of job runs and steps (error_code) that Linefactory sets
 // itself; sandbox drivers add their own (SANDBOX_*, COMMAND_NOT_FOUND, …).
 const (
-	CodeExecFailed          = "EXEC_FAILED"
-	CodeTimeout             = "TIMEOUT"
-	CodeHeartbeatTimeout    = "HEARTBEAT_TIMEOUT"
-	CodeCancelled           = "CANCELLED"
-	CodeBadGateway          = "BAD_GATEWAY"
-	CodeInternalError       = "INTERNAL_ERROR"
-	CodeTemplateInvalid     = "TEMPLATE_INVALID"
-	CodeStepUnsupported     = "STEP_UNSUPPORTED"
-	CodeRunAgentUnsupported = "RUN_AGENT_UNSUPPORTED"
+	CodeExecFailed       = "EXEC_FAILED"
+	CodeTimeout          = "TIMEOUT"
+	CodeHeartbeatTimeout = "HEARTBEAT_TIMEOUT"
+	CodeCancelled        = "CANCELLED"
+	CodeBadGateway       = "BAD_GATEWAY"
+	CodeInternalError    = "INTERNAL_ERROR"
+	CodeTemplateInvalid  = "TEMPLATE_INVALID"
+	CodeStepUnsupported  = "STEP_UNSUPPORTED"
+	// Agent steps (AGENTS.md) and artifacts: the harness exited non-zero
+	// (class agent); a session's output object is missing or malformed
+	// (contract); the step's harness is not configured (config); a
+	// $SVC_ARTIFACTS line is invalid (contract); a bound knowledge item did
+	// not resolve when the run started (config).
+	CodeAgentFailed          = "AGENT_FAILED"
+	CodeOutputInvalid        = "OUTPUT_INVALID"
+	CodeHarnessNotConfigured = "HARNESS_NOT_CONFIGURED"
+	CodeArtifactInvalid      = "ARTIFACT_INVALID"
+	CodeKnowledgeNotFound    = "KNOWLEDGE_NOT_FOUND"
 	// CodeLineTimeout: the job run was stopped by its line's timeout.
 	CodeLineTimeout = "LINE_TIMEOUT"
 	// CodeDispatchFailed: the engine would not start the job run.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/agentconf"
 )
 
 // Validate implements `validate PATH...`: it checks manifest
@@ -28,6 +29,12 @@ import (
 // job; a line file given alone gets every check but job existence, unless job
 // manifests were given too.
 func Validate(args []string, stdout, stderr io.Writer) int {
+	return ValidateWith(args, nil, stdout, stderr)
+}
+
+// ValidateWith is Validate that also checks run_agent steps against the
+// server configuration file agents, as a deploy does (nil: no check).
+func ValidateWith(args []string, agents *agentconf.Config, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "usage: validate PATH...")
 		return 2
@@ -83,6 +90,9 @@ func Validate(args []string, stdout, stderr io.Writer) int {
 		m, ps := LoadJob(file)
 		if m != nil {
 			known[m.Job.Name] = true
+			if agents != nil {
+				ps = append(ps, manifests.CheckAgentSteps(m, agents)...)
+			}
 		}
 		report(file, ps)
 	}
