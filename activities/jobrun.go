@@ -1,7 +1,3 @@
-// Package activities holds every side effect of Linefactory's workflows:
-// writing run records, acquiring sandboxes, running steps, rating costs.
-// Activities are methods on *Activities, whose fields are their
-// dependencies, wired once in cmd.
 package activities
 
 import (

@@ -3,6 +3,7 @@ package activities
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -20,9 +21,19 @@ type RecordTurnInput struct {
 	Turn          int // 1-based turn number
 }
 
+// RecordTurnResult is the line run as the turn starts.
+type RecordTurnResult struct {
+	Status run.Status
+	// Record is the line run record as JSON without what grows with the
+	// run: its stages, transitions, stage outputs and artifacts are empty
+	// and manager_turns holds this turn only, so a turn's history does not
+	// grow with the visits before it.
+	Record json.RawMessage
+}
+
 // RecordTurn appends a manager turn; the first turn marks the run running.
-func (a *Activities) RecordTurn(ctx context.Context, in RecordTurnInput) (store.LineRun, error) {
-	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+func (a *Activities) RecordTurn(ctx context.Context, in RecordTurnInput) (RecordTurnResult, error) {
+	r, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		if len(r.ManagerTurns) >= in.Turn {
 			return nil // a retried activity
 		}
@@ -37,6 +48,15 @@ func (a *Activities) RecordTurn(ctx context.Context, in RecordTurnInput) (store.
 		}
 		return nil
 	})
+	if err != nil {
+		return RecordTurnResult{}, err
+	}
+	head := r
+	head.Stages, head.Transitions, head.Artifacts = []store.LineRunStage{}, []store.TakenTransition{}, []map[string]any{}
+	head.StageOutputs = map[string]map[string]any{}
+	head.ManagerTurns = r.ManagerTurns[max(0, len(r.ManagerTurns)-1):]
+	b, err := json.Marshal(head)
+	return RecordTurnResult{Status: r.Status, Record: b}, err
 }
 
 // CreateStageRunInput makes the job run of a stage visit.
@@ -58,8 +78,9 @@ type CreateStageRunResult struct {
 	JobRunID string
 	Params   map[string]any
 	Problems string
-	// LineRun is the line run with the running visit recorded.
-	LineRun store.LineRun
+	// Visit is the running visit as recorded (SPEC's LineRunStageSummary,
+	// as JSON).
+	Visit json.RawMessage
 }
 
 // CreateStageRun checks the stage's params against its job, stores the
@@ -91,7 +112,18 @@ func (a *Activities) CreateStageRun(ctx context.Context, in CreateStageRunInput)
 	if err != nil {
 		return CreateStageRunResult{}, err
 	}
-	return CreateStageRunResult{JobRunID: in.JobRunID, Params: params, LineRun: lineRun}, nil
+	visit, err := json.Marshal(findVisit(lineRun, in.JobRunID))
+	return CreateStageRunResult{JobRunID: in.JobRunID, Params: params, Visit: visit}, err
+}
+
+// findVisit is the stage visit of job run id, or nil.
+func findVisit(r store.LineRun, jobRunID string) *store.LineRunStage {
+	for i := len(r.Stages) - 1; i >= 0; i-- {
+		if id := r.Stages[i].JobRunID; id != nil && *id == jobRunID {
+			return &r.Stages[i]
+		}
+	}
+	return nil
 }
 
 // StageVisit is one finished stage visit.
@@ -111,11 +143,27 @@ type RecordStageInput struct {
 	Visit StageVisit
 }
 
+// RecordStageResult is the ended visit as recorded and the line run's
+// rated cost so far.
+type RecordStageResult struct {
+	Visit          json.RawMessage
+	TotalCostCents int64
+}
+
 // RecordStage ends a stage visit on the line run (updating its running
 // entry in place) with the job run's costs, outputs and artifacts. A job run
 // that never started (its start failed or a stop came first) is closed with
 // the visit's status so nothing stays queued.
-func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) (store.LineRun, error) {
+func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) (RecordStageResult, error) {
+	r, err := a.recordStage(ctx, in)
+	if err != nil {
+		return RecordStageResult{}, err
+	}
+	visit, err := json.Marshal(findVisit(r, in.Visit.JobRunID))
+	return RecordStageResult{Visit: visit, TotalCostCents: r.TotalCostCents}, err
+}
+
+func (a *Activities) recordStage(ctx context.Context, in RecordStageInput) (store.LineRun, error) {
 	v := in.Visit
 	now := a.now()
 	jr, err := a.Store.GetJobRun(ctx, v.JobRunID)
@@ -222,8 +270,8 @@ type RecordTransitionInput struct {
 
 // RecordTransition appends a taken transition and sets the outcome of the
 // stage visit it leaves.
-func (a *Activities) RecordTransition(ctx context.Context, in RecordTransitionInput) (store.LineRun, error) {
-	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+func (a *Activities) RecordTransition(ctx context.Context, in RecordTransitionInput) error {
+	_, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		for _, t := range r.Transitions {
 			if t.ID == in.ID && t.Iteration == in.Iteration {
 				return nil
@@ -239,6 +287,7 @@ func (a *Activities) RecordTransition(ctx context.Context, in RecordTransitionIn
 		}
 		return nil
 	})
+	return err
 }
 
 // FinishLineRunInput ends a line run.
@@ -248,10 +297,34 @@ type FinishLineRunInput struct {
 	Failure *run.Failure
 }
 
+// FinishLineRunResult is how the line run ended, as recorded.
+type FinishLineRunResult struct {
+	Status run.Status
+	// Failure is the failure as recorded, enriched with the failing step's
+	// diagnostics; nil when the run did not fail.
+	Failure *run.Failure
+	// Record is the final line run record as JSON (once per run).
+	Record json.RawMessage
+}
+
 // FinishLineRun writes the final status and the classified failure,
 // enriched with the failing job run's step diagnostics, and returns the
 // final record. A run that has already ended is left as it is.
-func (a *Activities) FinishLineRun(ctx context.Context, in FinishLineRunInput) (store.LineRun, error) {
+func (a *Activities) FinishLineRun(ctx context.Context, in FinishLineRunInput) (FinishLineRunResult, error) {
+	r, err := a.finishLineRun(ctx, in)
+	if err != nil {
+		return FinishLineRunResult{}, err
+	}
+	res := FinishLineRunResult{Status: r.Status}
+	if r.Failure != nil {
+		f := r.Failure.Failure()
+		res.Failure = &f
+	}
+	res.Record, err = json.Marshal(r)
+	return res, err
+}
+
+func (a *Activities) finishLineRun(ctx context.Context, in FinishLineRunInput) (store.LineRun, error) {
 	var jr *store.JobRun
 	if f := in.Failure; f != nil && f.Details != nil {
 		if id, ok := f.Details["job_run_id"].(string); ok {

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -78,10 +79,18 @@ func TestRecordStageCosts(t *testing.T) {
 		jr := st.jobs[id]
 		jr.Status, jr.ComputeCostCents, jr.InferenceCostCents, jr.TotalCostCents, jr.CostRatedAt = run.Succeeded, 3, 5, 8, &rated
 		st.jobs[id] = jr
-		r, err := a.RecordStage(ctx, RecordStageInput{RunID: "lr_1", Visit: StageVisit{Stage: "s", JobRunID: id, Iteration: i + 1, Order: i + 1,
+		res, err := a.RecordStage(ctx, RecordStageInput{RunID: "lr_1", Visit: StageVisit{Stage: "s", JobRunID: id, Iteration: i + 1, Order: i + 1,
 			Outcome: run.Outcome{Status: run.Succeeded}, CostCents: 3}})
 		if err != nil {
 			t.Fatal(err)
+		}
+		var visit store.LineRunStage
+		if err := json.Unmarshal(res.Visit, &visit); err != nil || visit.JobRunID == nil || *visit.JobRunID != id || visit.Status != run.Succeeded {
+			t.Fatalf("result visit %s: %v", res.Visit, err)
+		}
+		r := st.lines["lr_1"]
+		if res.TotalCostCents != r.TotalCostCents {
+			t.Fatalf("result cost %d, record %d", res.TotalCostCents, r.TotalCostCents)
 		}
 		s := r.Stages[i]
 		if len(r.Stages) != i+1 || s.Status != run.Succeeded || s.ComputeCostCents != 3 || s.InferenceCostCents != 5 || s.TotalCostCents != 8 || !s.CostRatedAt.Equal(rated) {
@@ -94,7 +103,8 @@ func TestRecordStageCosts(t *testing.T) {
 	}
 	// FinishLineRun returns the final record and never changes a finished run.
 	fin, err := a.FinishLineRun(ctx, FinishLineRunInput{RunID: "lr_1", Status: run.Succeeded})
-	if err != nil || fin.Status != run.Succeeded || fin.CompletedAt == nil {
+	var final store.LineRun
+	if err != nil || fin.Status != run.Succeeded || json.Unmarshal(fin.Record, &final) != nil || final.CompletedAt == nil {
 		t.Fatalf("finish: %v %+v", err, fin)
 	}
 	again, err := a.FinishLineRun(ctx, FinishLineRunInput{RunID: "lr_1", Status: run.Failed, Failure: &run.Failure{Code: run.UnknownFailure}})

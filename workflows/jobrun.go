@@ -1,6 +1,3 @@
-// Package workflows holds Linefactory's Temporal workflows: deterministic
-// orchestration only (no I/O, no time.Now, no native goroutines, no reliance
-// on map order). Every side effect is an activity of package activities.
 package workflows
 
 import (

@@ -101,10 +101,8 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		}
 	}
 	st.Turn++
-	// The state query answers with the line-run record as the activities
-	// last wrote it: the same JSON as GET /factory/line-runs/{id}.
-	var summary store.LineRun
-	_ = workflow.SetQueryHandler(ctx, StateQuery, func() (store.LineRun, error) { return summary, nil })
+	state := LineRunState{}
+	_ = workflow.SetQueryHandler(ctx, StateQuery, func() (LineRunState, error) { return state, nil })
 	end := func(status run.Status, f *run.Failure) (LineRunResult, error) {
 		if ctx.Err() != nil && status != run.Succeeded {
 			status, f = run.Cancelled, failure(run.UserCancelled, "the line run was stopped")
@@ -112,12 +110,12 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		if f != nil && f.StageName == "" && f.Code != run.ManifestNoStages {
 			f.StageName = st.Stage
 		}
-		var final store.LineRun
+		var final activities.FinishLineRunResult
 		err := workflow.ExecuteLocalActivity(dbook, a.FinishLineRun, activities.FinishLineRunInput{RunID: in.RunID, Status: status, Failure: f}).Get(dbook, &final)
 		if err == nil {
-			summary = final
+			state = state.replace(final.Record)
 			if final.Failure != nil && final.Status == status {
-				f = failureOf(final.Failure, f)
+				f = failureOf(*final.Failure, f)
 			}
 		}
 		return LineRunResult{Status: status, Failure: f}, err
@@ -132,11 +130,13 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	}
 	info := workflow.GetInfo(ctx)
 	turn := activities.RecordTurnInput{RunID: in.RunID, WorkflowRunID: info.WorkflowExecution.RunID, State: "visiting " + st.Stage, StartedAt: workflow.Now(ctx), Turn: st.Turn}
-	if err := workflow.ExecuteLocalActivity(dbook, a.RecordTurn, turn).Get(dbook, &summary); err != nil {
+	var begun activities.RecordTurnResult
+	if err := workflow.ExecuteLocalActivity(dbook, a.RecordTurn, turn).Get(dbook, &begun); err != nil {
 		return fail(err)
 	}
-	if run.LineRun.Terminal(summary.Status) {
-		return LineRunResult{Status: summary.Status}, nil // already ended (a replayed turn)
+	state = state.replace(begun.Record)
+	if run.LineRun.Terminal(begun.Status) {
+		return LineRunResult{Status: begun.Status}, nil // already ended (a replayed turn)
 	}
 	if ctx.Err() != nil {
 		return end(run.Cancelled, nil)
@@ -185,13 +185,15 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		if created.Problems != "" {
 			return end(run.Failed, failure(run.StageParamsInvalid, fmt.Sprintf("stage %s: %s", stage.ID, created.Problems)))
 		}
-		summary = created.LineRun
+		state.putVisit(created.Visit)
 		visit = visitStage(ctx, st, stage, job, created)
 		// Recorded even when the run is being stopped.
-		if err := workflow.ExecuteLocalActivity(dbook, a.RecordStage, activities.RecordStageInput{RunID: in.RunID, Visit: visit}).Get(dbook, &summary); err != nil {
+		var recorded activities.RecordStageResult
+		if err := workflow.ExecuteLocalActivity(dbook, a.RecordStage, activities.RecordStageInput{RunID: in.RunID, Visit: visit}).Get(dbook, &recorded); err != nil {
 			return fail(err)
 		}
-		st.CostCents = summary.TotalCostCents
+		state.putVisit(recorded.Visit)
+		st.CostCents = recorded.TotalCostCents
 		if visit.Status == run.Cancelled && visit.ErrorCode == run.CodeLineTimeout {
 			return timeout()
 		}
@@ -238,7 +240,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	}
 	st.Transitions[next.transition]++
 	if err := workflow.ExecuteLocalActivity(book, a.RecordTransition, activities.RecordTransitionInput{RunID: in.RunID, ID: next.transition,
-		From: stage.ID, To: next.stage, Iteration: st.Transitions[next.transition], At: workflow.Now(ctx)}).Get(book, &summary); err != nil {
+		From: stage.ID, To: next.stage, Iteration: st.Transitions[next.transition], At: workflow.Now(ctx)}).Get(book, nil); err != nil {
 		return fail(err)
 	}
 	if ctx.Err() != nil {
@@ -315,11 +317,11 @@ func visitStage(ctx workflow.Context, st *LineState, stage manifests.LineStage, 
 
 // failureOf returns the classified failure as recorded (enriched with the
 // failing step's diagnostics), falling back to f for what it lacks.
-func failureOf(r *store.LineRunFailure, f *run.Failure) *run.Failure {
+func failureOf(rec run.Failure, f *run.Failure) *run.Failure {
 	if f == nil {
 		return nil
 	}
-	out, rec := *f, r.Failure()
+	out := *f
 	out.ErrorCode = cmp.Or(rec.ErrorCode, out.ErrorCode)
 	out.FailureClass = cmp.Or(rec.FailureClass, out.FailureClass)
 	return &out

@@ -133,13 +133,19 @@ func TestEndToEndLineRun(t *testing.T) {
 			t.Fatalf("state query %s = %v, GET has %v", k, state[k], mid[k])
 		}
 	}
+	// Mid-run the query holds this manager turn's visits and turn.
 	qStages, gStages := state["stages"].([]any), mid["stages"].([]any)
 	if len(qStages) > len(gStages) || len(state["manager_turns"].([]any)) > len(mid["manager_turns"].([]any)) {
 		t.Fatalf("the query is ahead of the record: %v / %v", qStages, gStages)
 	}
+	byJobRun := map[any]map[string]any{}
+	for _, s := range gStages {
+		byJobRun[s.(map[string]any)["job_run_id"]] = s.(map[string]any)
+	}
 	for i, s := range qStages {
-		q, g := s.(map[string]any), gStages[i].(map[string]any)
-		if q["job_run_id"] != g["job_run_id"] || q["stage_name"] != g["stage_name"] || q["iteration"] != g["iteration"] {
+		q := s.(map[string]any)
+		g := byJobRun[q["job_run_id"]]
+		if g == nil || q["stage_name"] != g["stage_name"] || q["iteration"] != g["iteration"] {
 			t.Fatalf("stage %d: query %v, GET %v", i, q, g)
 		}
 	}

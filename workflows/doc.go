@@ -1,0 +1,19 @@
+// Package workflows holds Linefactory's Temporal workflows: JobRunWorkflow
+// (a job run), LineRunWorkflow (the manager of a line run, one turn per
+// Temporal run) and the schedule firings.
+//
+// Invariants:
+//   - determinism: orchestration only, through workflow.* APIs; no I/O,
+//     time.Now, rand, native goroutines or map-order reliance (make lint
+//     runs workflowcheck). Every side effect is an activity of package
+//     activities; ids come from run.NewJobRunID/NewLineRunID in SideEffects.
+//     Workflow, activity, signal and query names are wire contracts.
+//   - the history holds small values: inputs, the manifests a run executes,
+//     and activity results that do not grow with the run (a line turn's
+//     local activities return the turn's record header, the visit they
+//     touch and the cost so far, never the whole line-run record; the final
+//     record enters the history once, when the run ends). A manager turn's
+//     history is O(1) in the visits before it.
+//   - LineState is everything a line run carries from one turn to the next;
+//     the state query answers LineRunState, which has the record's JSON keys.
+package workflows
