@@ -359,7 +359,7 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 		}
 		from = *fromStage
 	}
-	plan, err := workflows.RetrySnapshot(old, from, func(id string) (store.JobRun, error) { return s.store.GetJobRun(ctx, id) })
+	plan, err := workflows.RetrySnapshot(retrySource(old), from, s.jobRunValues(ctx))
 	if err != nil {
 		loc := "from_stage"
 		if old.Status != run.Failed {
@@ -388,11 +388,12 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 	id := run.NewLineRunID()
 	oldID := old.ID
 	plan.State.StartedAt = s.now()
+	carried := carriedVisits(old, plan.Carried)
 	rec := store.LineRun{ID: id, LineName: old.LineName, Status: run.Queued, LineVersionID: old.LineVersionID,
-		RunParams: old.RunParams, Trigger: old.Trigger, RetryOf: &oldID, Stages: plan.Stages, StageOutputs: plan.Outputs,
-		Transitions: plan.Transitions, TriggeredByActor: map[string]any{"type": "token", "name": c.GetString(actorKey)},
+		RunParams: old.RunParams, Trigger: old.Trigger, RetryOf: &oldID, Stages: carried, StageOutputs: plan.Outputs,
+		Transitions: append([]store.TakenTransition{}, old.Transitions[:plan.Transitions]...), TriggeredByActor: map[string]any{"type": "token", "name": c.GetString(actorKey)},
 		WorkflowID: run.LineRunWorkflowID(id)}
-	for _, st := range plan.Stages {
+	for _, st := range carried {
 		rec.ComputeCostCents += st.ComputeCostCents
 		rec.InferenceCostCents += st.InferenceCostCents
 		if st.CostRatedAt != nil && (rec.CostRatedAt == nil || st.CostRatedAt.After(*rec.CostRatedAt)) {

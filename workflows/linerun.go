@@ -13,7 +13,6 @@ import (
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/run"
-	"github.com/linefactory/linefactory/store"
 )
 
 // LineRunWorkflowName is the registered name of LineRunWorkflow.
@@ -454,96 +453,4 @@ func bindParams(bindings map[string]manifests.ParamBinding, in LineRunInput, st 
 		}
 	}
 	return out, nil
-}
-
-// ErrRetrySnapshot: a line run cannot be retried as asked.
-var ErrRetrySnapshot = errors.New("retry snapshot invalid")
-
-// Retry is the start of a retried line run: the manager's state and what
-// the new record carries over from the run it retries.
-type Retry struct {
-	State       *LineState
-	Stages      []store.LineRunStage // carried visits, marked Carried
-	Outputs     map[string]map[string]any
-	Transitions []store.TakenTransition
-}
-
-// RetrySnapshot plans the retry of a failed line run from stage from (""
-// = the failed stage): the new run re-runs the last visit of that stage,
-// keeping its iteration, with the params it ran with; every visit before it
-// is carried over with its outputs, the transitions taken, the visit count
-// and the cost, so the line's limits keep counting. Visits after it are
-// not carried. jobRun reads the job run of a visit.
-func RetrySnapshot(old store.LineRun, from string, jobRun func(id string) (store.JobRun, error)) (Retry, error) {
-	if old.Status != run.Failed {
-		return Retry{}, fmt.Errorf("only a failed line run can be retried; %s is %s: %w", old.ID, old.Status, ErrRetrySnapshot)
-	}
-	if old.LineVersionID == nil || len(old.Stages) == 0 {
-		return Retry{}, fmt.Errorf("line run %s has no stage visit to retry from: %w", old.ID, ErrRetrySnapshot)
-	}
-	if from == "" {
-		from = old.Stages[len(old.Stages)-1].StageName
-		if old.Failure != nil && old.Failure.StageName != nil {
-			from = *old.Failure.StageName
-		}
-	}
-	// The cut: the first attempt of the last visit of the stage.
-	cut := -1
-	for i, s := range old.Stages {
-		if s.StageName != from {
-			continue
-		}
-		if cut < 0 || s.Iteration != old.Stages[cut].Iteration {
-			cut = i
-		}
-	}
-	if cut < 0 {
-		return Retry{}, fmt.Errorf("stage %q was not visited by line run %s: %w", from, old.ID, ErrRetrySnapshot)
-	}
-	r := Retry{Outputs: map[string]map[string]any{}, State: &LineState{Stage: from, Iterations: map[string]int{}, Transitions: map[string]int{},
-		Results: map[string]manifests.StageResult{}}}
-	st := r.State
-	visits := map[string]bool{}
-	taken := 0
-	for _, s := range old.Stages[:cut] {
-		s.Carried = true
-		r.Stages = append(r.Stages, s)
-		visits[fmt.Sprintf("%s#%d", s.StageName, s.Iteration)] = true
-		st.Iterations[s.StageName] = max(st.Iterations[s.StageName], s.Iteration)
-		st.StageOrder = max(st.StageOrder, s.StageOrder)
-		st.CostCents += s.TotalCostCents
-		if s.Outcome != nil {
-			st.Transitions[*s.Outcome]++
-			taken++
-		}
-		res := manifests.StageResult{Status: string(s.Status), Iteration: s.Iteration}
-		if s.JobRunID != nil {
-			res.JobRunID = *s.JobRunID
-			if s.Status == run.Succeeded {
-				jr, err := jobRun(*s.JobRunID)
-				if err != nil {
-					return Retry{}, fmt.Errorf("job run %s of stage %s: %v: %w", *s.JobRunID, s.StageName, err, ErrRetrySnapshot)
-				}
-				if out, ok := jr.ResultPayload["outputs"].(map[string]any); ok {
-					res.Outputs = out
-					r.Outputs[s.StageName] = out
-				}
-			}
-		}
-		st.Results[s.StageName] = res
-	}
-	st.Visits = len(visits)
-	st.Iterations[from] = old.Stages[cut].Iteration - 1
-	if taken > len(old.Transitions) {
-		taken = len(old.Transitions)
-	}
-	r.Transitions = append([]store.TakenTransition{}, old.Transitions[:taken]...)
-	if id := old.Stages[cut].JobRunID; id != nil {
-		jr, err := jobRun(*id)
-		if err != nil {
-			return Retry{}, fmt.Errorf("job run %s of stage %s: %v: %w", *id, from, err, ErrRetrySnapshot)
-		}
-		st.StageParams = jr.RunParams
-	}
-	return r, nil
 }

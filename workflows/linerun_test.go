@@ -801,17 +801,22 @@ when = { op = "all", conditions = [
 	}
 	vid := "lv_1"
 	old.LineVersionID = &vid
-	if _, err := RetrySnapshot(old, "third", func(id string) (store.JobRun, error) { return f.store.GetJobRun(context.Background(), id) }); !errors.Is(err, ErrRetrySnapshot) {
+	if _, err := RetrySnapshot(retryFrom(old), "third", f.jobRunValues); !errors.Is(err, ErrRetrySnapshot) {
 		t.Fatalf("retry from an unvisited stage: %v", err)
 	}
-	plan, err := RetrySnapshot(old, "", func(id string) (store.JobRun, error) { return f.store.GetJobRun(context.Background(), id) })
+	plan, err := RetrySnapshot(retryFrom(old), "", f.jobRunValues)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The job is fixed: the retry resolves its new version.
 	in2 := lineInput(t, strings.Replace(src, `job = "fail"`, `job = "hello"`, 1), nil)
 	in2.State = plan.State
-	rec := store.LineRun{ID: in2.RunID, Status: run.Queued, Stages: plan.Stages, StageOutputs: plan.Outputs, Transitions: plan.Transitions,
+	var carried []store.LineRunStage
+	for _, s := range old.Stages[:plan.Carried] {
+		s.Carried = true
+		carried = append(carried, s)
+	}
+	rec := store.LineRun{ID: in2.RunID, Status: run.Queued, Stages: carried, StageOutputs: plan.Outputs, Transitions: old.Transitions[:plan.Transitions],
 		TotalCostCents: plan.State.CostCents, ComputeCostCents: plan.State.CostCents}
 	res, got := f.runLineWith(t, in2, lineOpts{record: &rec})
 	if res.Status != run.Succeeded {
@@ -828,9 +833,37 @@ when = { op = "all", conditions = [
 		t.Fatalf("outputs %v transitions %v cost %d", got.StageOutputs, got.Transitions, got.TotalCostCents)
 	}
 	// A run that did not fail cannot be retried.
-	if _, err := RetrySnapshot(got, "", nil); !errors.Is(err, ErrRetrySnapshot) {
+	if _, err := RetrySnapshot(retryFrom(got), "", nil); !errors.Is(err, ErrRetrySnapshot) {
 		t.Fatalf("retry of a succeeded run: %v", err)
 	}
+}
+
+// retryFrom is what a retry plan needs of a line run (as api builds it).
+func retryFrom(old store.LineRun) RetryFrom {
+	from := RetryFrom{RunID: old.ID, Status: old.Status, Versioned: old.LineVersionID != nil, Transitions: len(old.Transitions)}
+	if old.Failure != nil && old.Failure.StageName != nil {
+		from.FailedStage = *old.Failure.StageName
+	}
+	for _, s := range old.Stages {
+		v := RetryVisit{StageName: s.StageName, StageOrder: s.StageOrder, Iteration: s.Iteration, Status: s.Status, CostCents: s.TotalCostCents}
+		if s.Outcome != nil {
+			v.Outcome = *s.Outcome
+		}
+		if s.JobRunID != nil {
+			v.JobRunID = *s.JobRunID
+		}
+		from.Visits = append(from.Visits, v)
+	}
+	return from
+}
+
+func (f *fixture) jobRunValues(id string) (map[string]any, map[string]any, error) {
+	jr, err := f.store.GetJobRun(context.Background(), id)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, _ := jr.ResultPayload["outputs"].(map[string]any)
+	return out, jr.RunParams, nil
 }
 
 func deref(s *string) string {
