@@ -112,7 +112,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		var final activities.FinishLineRunResult
 		err := workflow.ExecuteLocalActivity(dbook, a.FinishLineRun, activities.FinishLineRunInput{RunID: in.RunID, Status: status, Failure: f}).Get(dbook, &final)
 		if err == nil {
-			state = state.replace(final.Record)
+			state = state.replace(final.Record) //workflowcheck:ignore (JSON decoding is deterministic)
 			if final.Failure != nil && final.Status == status {
 				f = failureOf(*final.Failure, f)
 			}
@@ -133,7 +133,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	if err := workflow.ExecuteLocalActivity(dbook, a.RecordTurn, turn).Get(dbook, &begun); err != nil {
 		return fail(err)
 	}
-	state = state.replace(begun.Record)
+	state = state.replace(begun.Record) //workflowcheck:ignore (JSON decoding is deterministic)
 	if run.LineRun.Terminal(begun.Status) {
 		return LineRunResult{Status: begun.Status}, nil // already ended (a replayed turn)
 	}
@@ -184,14 +184,14 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		if created.Problems != "" {
 			return end(run.Failed, failure(run.StageParamsInvalid, fmt.Sprintf("stage %s: %s", stage.ID, created.Problems)))
 		}
-		state.putVisit(created.Visit)
+		state.putVisit(created.Visit) //workflowcheck:ignore (JSON decoding is deterministic)
 		visit = visitStage(ctx, st, stage, job, created)
 		// Recorded even when the run is being stopped.
 		var recorded activities.RecordStageResult
 		if err := workflow.ExecuteLocalActivity(dbook, a.RecordStage, activities.RecordStageInput{RunID: in.RunID, Visit: visit}).Get(dbook, &recorded); err != nil {
 			return fail(err)
 		}
-		state.putVisit(recorded.Visit)
+		state.putVisit(recorded.Visit) //workflowcheck:ignore (JSON decoding is deterministic)
 		st.CostCents = recorded.TotalCostCents
 		if visit.Status == run.Cancelled && visit.ErrorCode == run.CodeLineTimeout {
 			return timeout()
