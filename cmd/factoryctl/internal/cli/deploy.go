@@ -37,7 +37,7 @@ jobs/<name>/job.toml|json and lines/*.toml|json. Every problem is printed as
 
 // deployItem is one file to deploy.
 type deployItem struct {
-	kind, file, name string
+	kind, file string
 }
 
 // deployResult is what deploy reports per file (also its JSON shape).
