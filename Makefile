@@ -5,6 +5,9 @@ BIN       ?= bin
 # FACTORY_DATA_DIR (and every other FACTORY_* variable) is taken from the
 # environment: FACTORY_DATA_DIR=/x make run uses /x.
 DATA_DIR  ?= $(or $(FACTORY_DATA_DIR),.factory)
+# make run serves the example configuration (agent harnesses and models), so
+# every example deploys; FACTORY_CONFIG=/path/factory.toml make run overrides it.
+CONFIG    ?= $(or $(FACTORY_CONFIG),manifests/examples/factory.toml)
 
 # Packages that do not link the Temporal server run with the race detector;
 # the few that do (cmd/...) build once without it (a -race build of the server
@@ -22,8 +25,8 @@ run:
 	@echo "==> building $(BIN)/factoryd and $(BIN)/factoryctl"
 	@test -x $(BIN)/factoryd || echo "    (the first build compiles the embedded Temporal server: a few minutes; later builds take seconds)"
 	@$(MAKE) --no-print-directory build
-	@echo "==> starting $(BIN)/factoryd serve with data dir $(DATA_DIR)"
-	@FACTORY_DATA_DIR=$(DATA_DIR) ./$(BIN)/factoryd serve
+	@echo "==> starting $(BIN)/factoryd serve with data dir $(DATA_DIR) and server configuration $(CONFIG)"
+	@FACTORY_DATA_DIR=$(DATA_DIR) FACTORY_CONFIG=$(CONFIG) ./$(BIN)/factoryd serve
 
 ## test: every test; PostgreSQL tests run when FACTORY_TEST_POSTGRES_DSN is set
 test:

@@ -18,6 +18,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/linefactory/linefactory/api"
+	"github.com/linefactory/linefactory/manifests/agentconf"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/store/storetest"
@@ -142,7 +143,16 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	st := storetest.SQLite(t)
-	srv := api.New(api.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Runs: &fakeRuns{st: st}}, st)
+	// The example server configuration, so the examples' agent jobs deploy.
+	conf, err := os.ReadFile(examples + "/factory.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents, err := agentconf.Parse(conf, "factory.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := api.New(api.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Runs: &fakeRuns{st: st}, Agents: agents}, st)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	e := &env{t: t, url: ts.URL, tokens: map[string]string{}, home: t.TempDir()}
@@ -218,8 +228,14 @@ func TestValidateAndDeploy(t *testing.T) {
 	r := e.run("write", "deploy", examples)
 	e.expect(r, 0)
 	items := decode[[]map[string]any](t, r.stdout)
-	if len(items) < 10 || items[0]["kind"] != "job" || items[len(items)-1]["kind"] != "line" {
-		t.Fatalf("deploy: jobs first, then lines: %v", items)
+	rank := map[any]int{"knowledge": 0, "job": 1, "line": 2}
+	for i := 1; i < len(items); i++ {
+		if rank[items[i-1]["kind"]] > rank[items[i]["kind"]] {
+			t.Fatalf("deploy: knowledge first, then jobs, then lines: %v", items)
+		}
+	}
+	if len(items) < 10 || items[0]["kind"] != "knowledge" || items[len(items)-1]["kind"] != "line" {
+		t.Fatalf("deploy: %v", items)
 	}
 	for _, it := range items {
 		if it["result"] != "created" || it["version"] != float64(1) {
@@ -227,17 +243,17 @@ func TestValidateAndDeploy(t *testing.T) {
 		}
 	}
 	r = e.run("write", "deploy", "-o", "table", examples)
-	e.expect(r, 0, "unchanged  job", "unchanged  line  build-until-green")
+	e.expect(r, 0, "unchanged  job        hello", "unchanged  line       build-until-green")
 
 	// An invalid job is reported with its location and exits 1; knowledge
-	// files are deployed last.
+	// files are deployed first.
 	dir := t.TempDir()
 	mustWrite(t, filepath.Join(dir, "jobs", "broken", "job.toml"), "[job]\nname = \"broken\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"echo {{nope}}\"]\n")
 	mustWrite(t, filepath.Join(dir, "knowledge", "style-guide.md"), "# Style\nShort sentences.\n")
 	r = e.run("write", "deploy", dir)
 	e.expect(r, 1, "nope", "1 of 2 files were not deployed")
 	items = decode[[]map[string]any](t, r.stdout)
-	if items[0]["result"] != "invalid" || items[1]["kind"] != "knowledge" || items[1]["result"] != "created" {
+	if items[1]["result"] != "invalid" || items[0]["kind"] != "knowledge" || items[0]["result"] != "created" {
 		t.Fatalf("deploy results: %v", items)
 	}
 	e.expect(e.run("read", "deploy", examples), 1, "ACCESS_DENIED")

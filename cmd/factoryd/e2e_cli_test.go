@@ -20,6 +20,16 @@ func buildFactoryctl(t *testing.T) string {
 	return bin
 }
 
+// exampleConfig makes the daemons of a test use the example server
+// configuration (as make run does), so the examples' agent jobs deploy.
+func exampleConfig(t *testing.T) {
+	p, err := filepath.Abs("../../manifests/examples/factory.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FACTORY_CONFIG", p)
+}
+
 // ctlEnv is the environment factoryctl runs with against a daemon.
 func ctlEnv(t *testing.T, d *daemon) []string {
 	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "FACTORY_URL=" + d.base, "FACTORY_TOKEN=" + e2eToken}
@@ -47,11 +57,12 @@ func runCtl(t *testing.T, bin string, env []string, args ...string) (int, string
 // domain).
 func TestEndToEndCLI(t *testing.T) {
 	ctl := buildFactoryctl(t)
+	exampleConfig(t)
 	d := startDaemon(t, t.TempDir(), nil)
 	env := ctlEnv(t, d)
 
 	code, out := runCtl(t, ctl, env, "deploy", "-o", "table", "../../manifests/examples")
-	if code != 0 || !strings.Contains(out, "created  line  build-until-green") {
+	if code != 0 || !regexp.MustCompile(`created +line +build-until-green`).MatchString(out) {
 		t.Fatalf("deploy: exit %d\n%s", code, out)
 	}
 	code, out = runCtl(t, ctl, env, "run", "line", "build-until-green", "-p", "who=you", "--wait", "--follow", "-o", "table")
@@ -102,6 +113,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatalf("the walkthrough runs no line:\n%s", script)
 	}
 	ctl := buildFactoryctl(t)
+	exampleConfig(t)
 	d := startDaemon(t, t.TempDir(), nil)
 
 	// A working directory that looks like the repository after make build.

@@ -55,9 +55,10 @@ func (a *App) deployCommand() *cobra.Command {
 	var knowledgeType, knowledgeLevel string
 	cmd := &cobra.Command{
 		Use:   "deploy PATH...",
-		Short: "Deploy jobs, lines and knowledge: created / unchanged / invalid per file",
-		Long: `deploy sends manifests to the server in dependency order: every job first, then the
-lines (whose stages name the jobs), then knowledge. A directory is searched for
+		Short: "Deploy knowledge, jobs and lines: created / unchanged / invalid per file",
+		Long: `deploy sends manifests to the server in dependency order: knowledge first (jobs' agent
+steps name knowledge items), then every job, then the lines (whose stages name the jobs).
+A directory is searched for
 jobs/<name>/job.toml|json, lines/*.toml|json and knowledge/<slug>.md (the slug is the
 knowledge item's identifier). Each file is reported as created (a new version),
 unchanged (identical to the latest version) or invalid, with the problems and their
@@ -114,8 +115,7 @@ locations; the exit code is 1 when any file is invalid.`,
 	return cmd
 }
 
-// collectDeploy finds the files to deploy, jobs first, then lines, then
-// knowledge.
+// collectDeploy finds the files to deploy in dependency order.
 func collectDeploy(args []string) ([]deployItem, error) {
 	var jobs, lines, know []deployItem
 	for _, arg := range args {
@@ -148,7 +148,9 @@ func collectDeploy(args []string) ([]deployItem, error) {
 			jobs = append(jobs, deployItem{kind: "job", file: arg})
 		}
 	}
-	items := append(append(jobs, lines...), know...)
+	// Jobs may name knowledge items (run_agent knowledge and prompts) and
+	// lines name jobs: knowledge first, then jobs, then lines.
+	items := append(append(know, jobs...), lines...)
 	if len(items) == 0 {
 		return nil, errors.New("no manifests found (looked for jobs/<name>/job.toml|json, lines/*.toml|json and knowledge/<slug>.md)")
 	}
