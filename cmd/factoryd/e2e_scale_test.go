@@ -111,7 +111,11 @@ func startScaleCluster(t testing.TB, workers int, extraEnv ...string) *scaleClus
 func (c *scaleCluster) env(dataDir string) []string {
 	return append(os.Environ(), "FACTORYD_E2E_CHILD=1", "FACTORY_DATA_DIR="+dataDir, "FACTORY_BOOTSTRAP_TOKEN="+e2eToken,
 		"FACTORY_DATABASE_URL="+c.dsn, "TEMPORAL_ADDRESS="+c.temporal, "FACTORY_SNAPSHOT_URL="+c.snapshot,
-		"FACTORY_LOG_LEVEL=warn")
+		"FACTORY_LOG_LEVEL=warn",
+		// Steps report their working directory on the host (an isolated
+		// step sees /workspace): that is how the test tells the workers
+		// apart. Isolation has tests of its own.
+		"FACTORY_SANDBOX_ISOLATION=none")
 }
 
 // startWorker starts (or restarts) a worker on its data directory and waits
