@@ -97,6 +97,8 @@ type taskOutcome struct {
 	generated string
 	// interrupted is the step in flight when the task was cancelled.
 	interrupted string
+	// lost: the sandbox's worker is gone.
+	lost bool
 }
 
 // JobRunWorkflow runs a job's tasks (in order, or in parallel up to
@@ -199,7 +201,9 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	for i, o := range outcomes {
 		fin.Writes = append(fin.Writes, o.writes...)
 		fin.ComputeCostCents += o.cost
-		if o.sandbox.Name != "" && o.sandbox.Created && o.sandbox.Queue != "" {
+		if o.lost {
+			// its worker is gone, and the sandbox with it: nothing to tear down
+		} else if o.sandbox.Name != "" && o.sandbox.Created && o.sandbox.Queue != "" {
 			remote = append(remote, o.sandbox) // torn down on its worker
 		} else if o.sandbox.Name != "" && o.sandbox.Created {
 			fin.Sandboxes = append(fin.Sandboxes, o.sandbox.Name)
@@ -313,6 +317,7 @@ func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti 
 		err := routed(sctx, out.sandbox.Queue, out.sandbox.WorkerID, a.RunStep, req, &res)
 		if wg := (*errWorkerGone)(nil); errors.As(err, &wg) {
 			res, err = activities.WorkerGone(task.Name, name, out.sandbox.Name, wg.loc.WorkerID, wg.loc.SeenAt), nil
+			out.lost = true
 		}
 		if err != nil {
 			if ctx.Err() != nil {
