@@ -1,0 +1,96 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/linefactory/linefactory/activities/sandbox"
+	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/store/storetest"
+)
+
+// TestAcquireSandboxPlacement: the first worker to acquire a named sandbox
+// holds it; another live worker is sent there (SANDBOX_ELSEWHERE); once the
+// holder is gone an ensure fails as RESOURCE_UNAVAILABLE naming it, while a
+// provision attempt of the same run's task takes the name over.
+func TestAcquireSandboxPlacement(t *testing.T) {
+	st := storetest.SQLite(t)
+	ctx := context.Background()
+	mk := func(id string) *Activities {
+		drv, err := sandbox.NewLocal(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.HeartbeatWorker(ctx, store.Worker{ID: id, Queue: WorkerQueue("linefactory", id), MaxSteps: 4}); err != nil {
+			t.Fatal(err)
+		}
+		return &Activities{Store: &runStore{runs: map[string]store.JobRun{}}, Sandboxes: drv, Placements: st,
+			Worker: Worker{ID: id, Queue: WorkerQueue("linefactory", id)}}
+	}
+	a, b := mk("w-a"), mk("w-b")
+	errType := func(err error) string {
+		var ae *temporal.ApplicationError
+		if errors.As(err, &ae) {
+			return ae.Type()
+		}
+		return ""
+	}
+
+	online := true
+	ensure := AcquireSandboxInput{RunID: "jr_1", Task: "t", Params: map[string]any{},
+		Config: &manifests.SandboxConfig{Mode: manifests.SandboxEnsure, Name: "box", Image: "debian:bookworm", InternetEnabled: &online}}
+	res, err := a.AcquireSandbox(ctx, ensure)
+	if err != nil || res.WorkerID != "w-a" || res.Queue != "linefactory/w-a" {
+		t.Fatalf("first ensure: %+v %v", res, err)
+	}
+	_, err = b.AcquireSandbox(ctx, ensure)
+	if errType(err) != ErrTypeSandboxElsewhere {
+		t.Fatalf("ensure on another worker: %v, want %s", err, ErrTypeSandboxElsewhere)
+	}
+	var ae *temporal.ApplicationError
+	var loc LocateSandboxResult
+	if !errors.As(err, &ae) || ae.Details(&loc) != nil || loc.Queue != "linefactory/w-a" {
+		t.Fatalf("the error does not carry the holder's queue: %+v", loc)
+	}
+	if _, err := b.Sandboxes.Get(ctx, "box"); sandbox.CodeOf(err) != sandbox.CodeNotFound {
+		t.Fatalf("the other worker made the sandbox anyway: %v", err)
+	}
+
+	// w-a falls silent.
+	now := st.Now
+	st.Now = func() time.Time { return now().Add(-time.Hour) }
+	if err := st.HeartbeatWorker(ctx, store.Worker{ID: "w-a", Queue: "linefactory/w-a", MaxSteps: 4}); err != nil {
+		t.Fatal(err)
+	}
+	st.Now = now
+	_, err = b.AcquireSandbox(ctx, ensure)
+	if errType(err) != CodeWorkerGone || !strings.Contains(err.Error(), "w-a") {
+		t.Fatalf("ensure of a sandbox on a gone worker: %v, want %s naming w-a", err, CodeWorkerGone)
+	}
+
+	provision := AcquireSandboxInput{RunID: "jr_2", Task: "t", Params: map[string]any{},
+		Config: &manifests.SandboxConfig{Mode: manifests.SandboxProvision, Image: "debian:bookworm", InternetEnabled: &online}}
+	name := ProvisionName("jr_2", 0)
+	if _, err := st.PlaceSandbox(ctx, name, "w-a"); err != nil { // an attempt on w-a before it died
+		t.Fatal(err)
+	}
+	res, err = b.AcquireSandbox(ctx, provision)
+	if err != nil || res.Name != name || res.WorkerID != "w-b" {
+		t.Fatalf("provision retried on another worker: %+v %v", res, err)
+	}
+	if holder, _ := st.SandboxWorker(ctx, name); holder != "w-b" {
+		t.Fatalf("placement after the takeover: %q, want w-b", holder)
+	}
+	if err := b.TeardownSandbox(ctx, TeardownSandboxInput{Name: name}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SandboxWorker(ctx, name); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("placement after teardown: %v, want none", err)
+	}
+}
