@@ -543,7 +543,10 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 		outPath = filepath.Join(dir, fmt.Sprintf("svc_output.%s.%s", in.RunID, hex.EncodeToString(b[:])))
 		defer os.Remove(outPath)
 	}
-	artifacts, cleanup := a.artifactsFile(in)
+	artifactsEnv, artifacts, cleanup, err := a.artifactsFile(ctx, in)
+	if err != nil {
+		return RunStepResult{}, err
+	}
 	defer cleanup()
 	stepKey := in.Task + "/" + in.Step
 	stdout := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stdout"}
@@ -551,7 +554,7 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 
 	res, err := a.Sandboxes.Exec(ctx, sandbox.ExecRequest{
 		Sandbox: in.Sandbox, Argv: argv, Workdir: workdir, Stdout: stdout, Stderr: stderr,
-		Env: stepEnv(outPath, artifacts, in.Params), Timeout: time.Duration(in.TimeoutSeconds) * time.Second, User: in.Action.User,
+		Env: stepEnv(outPath, artifactsEnv, in.Params), Timeout: time.Duration(in.TimeoutSeconds) * time.Second, User: in.Action.User,
 	})
 	stdout.flush()
 	stderr.flush()

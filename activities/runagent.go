@@ -41,6 +41,28 @@ func (a *Activities) agentStore() AgentStore {
 	return nil
 }
 
+// handOver gives the step's prepared files to the sandbox's user (uid > 0,
+// isolated sandboxes), whatever factoryd's umask: the step reads them and
+// writes its own beside them.
+func handOver(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if d.IsDir() {
+			mode = 0o755
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			return err
+		}
+		if uid > 0 {
+			return os.Lchown(p, uid, uid)
+		}
+		return nil
+	})
+}
+
 // resolveKnowledge resolves every knowledge binding of a job to the latest
 // version of its item, now (when the run starts). A slug that no longer
 // resolves is left out: the step that needs it fails.
@@ -72,16 +94,41 @@ func (a *Activities) resolveKnowledge(ctx context.Context, m manifests.JobManife
 	return out, nil
 }
 
-// artifactsFile names a plain exec step's $SVC_ARTIFACTS (never pre-created).
-func (a *Activities) artifactsFile(in RunStepInput) (path string, cleanup func()) {
-	dir := a.OutputDir
-	if dir == "" {
-		dir = "/tmp"
+// sandboxTmp is a sandbox's own /tmp on the host and how a host path in it
+// is seen by the sandbox's commands (isolated: under /tmp).
+func sandboxTmp(sb sandbox.Sandbox) (hostDir string, inside func(string) string) {
+	hostDir = filepath.Join(filepath.Dir(sb.Root), "tmp")
+	return hostDir, func(p string) string {
+		if p == "" || sb.Isolation != sandbox.IsolationBwrap {
+			return p
+		}
+		rel, err := filepath.Rel(hostDir, p)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return p
+		}
+		return "/tmp/" + filepath.ToSlash(rel)
+	}
+}
+
+// artifactsFile names a plain exec step's $SVC_ARTIFACTS in the sandbox's
+// own /tmp (never pre-created): the value the step sees and the host path.
+func (a *Activities) artifactsFile(ctx context.Context, in RunStepInput) (env, host string, cleanup func(), err error) {
+	sb, err := a.Sandboxes.Get(ctx, in.Sandbox)
+	if err != nil {
+		return "", "", nil, err
+	}
+	dir, inside := sandboxTmp(sb)
+	if _, serr := os.Stat(dir); serr != nil {
+		dir, inside = a.OutputDir, func(p string) string { return p }
+		if dir == "" {
+			dir = "/tmp"
+		}
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	path = filepath.Join(dir, fmt.Sprintf("svc_artifacts.%s.%s", in.RunID, hex.EncodeToString(b[:])))
-	return path, func() { _ = os.Remove(path) }
+	host = filepath.Join(dir, fmt.Sprintf("svc_artifacts.%s.%s", unsafePathRE.ReplaceAllString(in.RunID, "_"), hex.EncodeToString(b[:])))
+	_ = os.Remove(host)
+	return inside(host), host, func() { _ = os.Remove(host) }, nil
 }
 
 // collectArtifacts validates the step's $SVC_ARTIFACTS lines and adds them
@@ -135,8 +182,13 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 	if err != nil {
 		return RunStepResult{}, err
 	}
-	dir := filepath.Join(filepath.Dir(sb.Root), "agent", unsafePathRE.ReplaceAllString(in.RunID, "_"),
-		unsafePathRE.ReplaceAllString(in.Task, "_")+"."+unsafePathRE.ReplaceAllString(in.Step, "_"))
+	// The step's files live in the sandbox's own /tmp, which its commands
+	// see (under isolation as /tmp), owned by the sandbox's user.
+	tmp, inside := sandboxTmp(sb)
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	dir := filepath.Join(tmp, "svc_agent."+unsafePathRE.ReplaceAllString(in.RunID, "_")+"."+
+		unsafePathRE.ReplaceAllString(in.Task+"."+in.Step, "_")+"."+hex.EncodeToString(rnd[:]))
 	files, err := agent.NewFiles(dir)
 	if err != nil {
 		return RunStepResult{}, &sandbox.Error{Code: sandbox.CodeFileOperation, Msg: "prepare the agent step's files", Err: err}
@@ -155,35 +207,47 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 	sessionKey := sb.Name + "@" + sb.CreatedAt.UTC().Format(time.RFC3339Nano)
 	outPath := os.DevNull
 	if step.Session {
-		if f := a.prepareSession(ctx, in, h, &step, &files, sessionKey); f != nil {
+		if f := a.prepareSession(ctx, in, h, &step, &files, sessionKey, inside); f != nil {
 			return *f, nil
 		}
 		if len(ra.Command) > 0 {
 			// the step's own command: {{param}} placeholders, like exec
-			if argv, err = manifests.RenderAll(ra.Command, in.Params); err != nil {
+			if argv, err = manifests.RenderCommand(ra.Command, in.Params); err != nil {
 				return RunStepResult{}, &templateError{err}
 			}
 		} else {
-			argv = agent.BuildArgv(agent.Command(h, nil, step.SessionID != ""), agent.Placeholders(step, files, filepath.Join(sb.Root, workdir)))
+			wd := filepath.Join(sb.Root, workdir)
+			if sb.Isolation == sandbox.IsolationBwrap {
+				wd = filepath.Join("/workspace", workdir)
+			}
+			argv = agent.BuildArgv(agent.Command(h, nil, step.SessionID != ""), agent.Placeholders(step, files.Mapped(inside), wd))
 		}
 		outPath = files.Output
 	} else {
-		if argv, err = manifests.RenderAll(ra.Command, in.Params); err != nil {
+		if argv, err = manifests.RenderCommand(ra.Command, in.Params); err != nil {
 			return RunStepResult{}, &templateError{err}
 		}
 		if len(in.Claimed) > 0 {
-			outPath = filepath.Join(dir, "svc_output")
+			outPath = files.Output
 		}
 	}
-	env := agent.Env(step, files)
-	env["SVC_OUTPUT"] = outPath
+	if err := handOver(dir, sb.HostUID); err != nil {
+		return RunStepResult{}, &sandbox.Error{Code: sandbox.CodeFileOperation, Msg: "prepare the agent step's files", Err: err}
+	}
+	env := agent.Env(step, files.Mapped(inside))
+	for k, v := range manifests.ParamEnv(in.Params) {
+		env[k] = v
+	}
+	// The driver gives the command its own path for SVC_OUTPUT and brings
+	// the file back to this one.
+	env[sandbox.OutputEnv] = outPath
 
 	stepKey := in.Task + "/" + in.Step
 	stdout := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stdout"}
 	stderr := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stderr"}
 	res, err := a.Sandboxes.Exec(ctx, sandbox.ExecRequest{
 		Sandbox: in.Sandbox, Argv: argv, Workdir: workdir, Stdout: stdout, Stderr: stderr,
-		Env: env, Timeout: time.Duration(in.TimeoutSeconds) * time.Second,
+		Env: env, Timeout: time.Duration(in.TimeoutSeconds) * time.Second, User: in.Action.User,
 	})
 	stdout.flush()
 	stderr.flush()
@@ -219,7 +283,7 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 
 // prepareSession writes a session step's prompt, knowledge, MCP config and
 // output schema, and finds the session to resume. A result is a failure.
-func (a *Activities) prepareSession(ctx context.Context, in RunStepInput, h agentconf.Harness, step *agent.Step, files *agent.Files, sessionKey string) *RunStepResult {
+func (a *Activities) prepareSession(ctx context.Context, in RunStepInput, h agentconf.Harness, step *agent.Step, files *agent.Files, sessionKey string, inside func(string) string) *RunStepResult {
 	ra := in.Action.RunAgent
 	fail := func(code string, class run.FailureClass, format string, args ...any) *RunStepResult {
 		return &RunStepResult{Outcome: run.Fail(code, class, fmt.Sprintf(format, args...))}
@@ -285,7 +349,7 @@ func (a *Activities) prepareSession(ctx context.Context, in RunStepInput, h agen
 			}
 			items = append(items, k)
 		}
-		if err := files.WriteKnowledge(items); err != nil {
+		if err := files.WriteKnowledge(items, inside); err != nil {
 			return fail(sandbox.CodeFileOperation, run.ClassInfra, "write the knowledge dir: %v", err)
 		}
 	}

@@ -96,14 +96,17 @@ type = "string"
 
 func agentFixture(t *testing.T) (*Activities, *runStore, *agentStoreFake, manifests.JobManifest) {
 	t.Helper()
-	script, err := filepath.Abs("../cmd/factoryd/testdata/fake-agent.sh")
+	script, err := os.ReadFile("../cmd/factoryd/testdata/fake-agent.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The script is given inline: an isolated sandbox sees only system
+	// directories, its workspace and its /tmp.
+	inline := `"sh", "-c", '''` + string(script) + `''', "fake-agent"`
 	cfg, err := agentconf.Parse([]byte(`
 [harnesses.agent_a]
-command = ["sh", "`+script+`", "--prompt-file={{prompt_file}}", "--model={{model}}", "--effort={{effort}}", "--mcp={{mcp_config}}"]
-resume_command = ["sh", "`+script+`", "--resume={{session_id}}", "--prompt-file={{prompt_file}}", "--model={{model}}"]
+command = [`+inline+`, "--prompt-file={{prompt_file}}", "--model={{model}}", "--effort={{effort}}", "--mcp={{mcp_config}}"]
+resume_command = [`+inline+`, "--resume={{session_id}}", "--prompt-file={{prompt_file}}", "--model={{model}}"]
 default_model = "big"
 [[harnesses.agent_a.models]]
 name = "big"

@@ -77,8 +77,18 @@ func NewFiles(dir string) (Files, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Files{}, err
 	}
-	return Files{Dir: dir, Output: filepath.Join(dir, "output.json"), SessionFile: filepath.Join(dir, "session_id"),
+	return Files{Dir: dir, Output: filepath.Join(dir, "svc_output."+filepath.Base(dir)+".json"), SessionFile: filepath.Join(dir, "session_id"),
 		Usage: filepath.Join(dir, "usage.jsonl"), Artifacts: filepath.Join(dir, "artifacts.jsonl")}, nil
+}
+
+// Mapped is f with every path but Output as the step's commands see it
+// (the sandbox driver places Output itself).
+func (f Files) Mapped(inside func(string) string) Files {
+	m := f
+	for _, p := range []*string{&m.Dir, &m.PromptFile, &m.KnowledgeDir, &m.MCPConfig, &m.OutputSchema, &m.SessionFile, &m.Usage, &m.Artifacts} {
+		*p = inside(*p)
+	}
+	return m
 }
 
 // WritePrompt writes the prompt text.
@@ -103,8 +113,12 @@ func KnowledgeFileName(k Knowledge) string {
 	return k.Slug + ".txt"
 }
 
-// WriteKnowledge writes each item and index.json into the knowledge dir.
-func (f *Files) WriteKnowledge(items []Knowledge) error {
+// WriteKnowledge writes each item and index.json into the knowledge dir;
+// index.json names each file as the step sees it (inside; nil: as is).
+func (f *Files) WriteKnowledge(items []Knowledge, inside func(string) string) error {
+	if inside == nil {
+		inside = func(p string) string { return p }
+	}
 	f.KnowledgeDir = filepath.Join(f.Dir, "knowledge")
 	if err := os.MkdirAll(f.KnowledgeDir, 0o755); err != nil {
 		return err
@@ -116,7 +130,7 @@ func (f *Files) WriteKnowledge(items []Knowledge) error {
 		if err := os.WriteFile(p, []byte(k.Body), 0o644); err != nil {
 			return err
 		}
-		index = append(index, IndexEntry{Slug: k.Slug, VersionNumber: k.VersionNumber, ContentHash: k.ContentHash, Path: p})
+		index = append(index, IndexEntry{Slug: k.Slug, VersionNumber: k.VersionNumber, ContentHash: k.ContentHash, Path: inside(p)})
 	}
 	data, err := json.MarshalIndent(index, "", "  ")
 	if err != nil {

@@ -47,7 +47,7 @@ func TestFilesAndEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := f.WriteKnowledge([]Knowledge{{Slug: "guide", VersionNumber: 2, ContentHash: "sha256:aa", Format: "markdown", Body: "# G"},
-		{Slug: "notes", VersionNumber: 1, ContentHash: "sha256:bb", Format: "text", Body: "n"}}); err != nil {
+		{Slug: "notes", VersionNumber: 1, ContentHash: "sha256:bb", Format: "text", Body: "n"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.WriteMCPConfig([]manifests.MCPServer{{Key: "tracker", URL: "http://127.0.0.1:9000/mcp"}}); err != nil {

@@ -11,7 +11,7 @@ import (
 )
 
 // agentJob has an exec-mode step (custom harness) that waits for a gate
-// file, then two session steps of one named session; its sandbox is ensured
+// file in its workspace (unless gate is "none"), then two session steps of one named session; its sandbox is ensured
 // by name, so a later run resumes the session.
 const agentJob = `
 [job]
@@ -33,7 +33,7 @@ image = "debian:bookworm"
 
 [[run.tasks.steps]]
 name = "tool"
-run_agent = { mode = "exec", harness = "custom", command = ["sh", "-c", "while [ ! -f {{gate}} ]; do sleep 0.1; done; echo 'note=exec-{{ticket}}' >> $SVC_OUTPUT; echo '{\"model\": \"anything\", \"input_tokens\": 10}' >> $SVC_USAGE"] }
+run_agent = { mode = "exec", harness = "custom", command = ["sh", "-c", "[ {{gate}} = none ] || while [ ! -f {{gate}} ]; do sleep 0.1; done; echo 'note=exec-{{ticket}}' >> $SVC_OUTPUT; echo '{\"model\": \"anything\", \"input_tokens\": 10}' >> $SVC_USAGE"] }
 outputs = ["note"]
 
 [[run.tasks.steps]]
@@ -90,16 +90,19 @@ run_agent = { mode = "session", harness = "agent_a", prompt = { type = "literal"
 `
 
 func TestEndToEndAgentSteps(t *testing.T) {
-	script, err := filepath.Abs("testdata/fake-agent.sh")
+	script, err := os.ReadFile("testdata/fake-agent.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The fake CLI is given inline: an isolated sandbox sees only system
+	// directories, its workspace and its /tmp.
+	inline := `"sh", "-c", '''` + string(script) + `''', "fake-agent"`
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "factory.toml")
 	if err := os.WriteFile(cfg, []byte(`
 [harnesses.agent_a]
-command        = ["sh", "`+script+`", "--prompt-file={{prompt_file}}", "--model={{model}}", "--effort={{effort}}", "--mcp={{mcp_config}}"]
-resume_command = ["sh", "`+script+`", "--resume={{session_id}}", "--prompt-file={{prompt_file}}", "--model={{model}}"]
+command        = [`+inline+`, "--prompt-file={{prompt_file}}", "--model={{model}}", "--effort={{effort}}", "--mcp={{mcp_config}}"]
+resume_command = [`+inline+`, "--resume={{session_id}}", "--prompt-file={{prompt_file}}", "--model={{model}}"]
 default_model  = "fake-large"
 [[harnesses.agent_a.models]]
 name = "fake-large"
@@ -111,6 +114,7 @@ output_cents_per_mtok = 1000
 	}
 	t.Setenv("FACTORY_CONFIG", cfg)
 	d := startDaemon(t, filepath.Join(dir, "data"), nil)
+	workspace := func(box string) string { return filepath.Join(dir, "data", "sandboxes", "sandboxes", box, "workspace") }
 
 	code, listing := d.call("GET", "/inference/models", "", nil)
 	if code != 200 || len(listing["harnesses"].([]any)) != 2 {
@@ -137,8 +141,7 @@ output_cents_per_mtok = 1000
 	d.deploy("agent-e2e", agentJob)
 
 	// Run 1: knowledge v2 is deployed while the run waits at its gate.
-	gate := filepath.Join(dir, "gate1")
-	id := d.start("agent-e2e", map[string]any{"ticket": "T-1", "gate": gate})
+	id := d.start("agent-e2e", map[string]any{"ticket": "T-1", "gate": "gate1"})
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		_, m := d.call("GET", "/job-runs/"+id, "", nil)
@@ -151,7 +154,7 @@ output_cents_per_mtok = 1000
 		time.Sleep(100 * time.Millisecond)
 	}
 	knowledge("guide", "GUIDE-V2")
-	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(workspace("agent-box"), "gate1"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run := d.wait(id, 90*time.Second)
@@ -200,9 +203,7 @@ output_cents_per_mtok = 1000
 
 	// Run 2 ensures the same sandbox: its first step resumes run 1's session
 	// and sees knowledge v2.
-	gate2 := filepath.Join(dir, "gate2")
-	_ = os.WriteFile(gate2, nil, 0o644)
-	run = d.wait(d.start("agent-e2e", map[string]any{"ticket": "T-2", "gate": gate2}), 90*time.Second)
+	run = d.wait(d.start("agent-e2e", map[string]any{"ticket": "T-2", "gate": "none"}), 90*time.Second)
 	summary = fmt.Sprint(run["result_payload"].(map[string]any)["outputs"].(map[string]any)["summary"])
 	if run["status"] != "succeeded" || !strings.Contains(summary, "resume="+firstSession+";") || !strings.Contains(summary, "knowledge=GUIDE-V2;") {
 		t.Fatalf("run 2: %v", run)
@@ -212,7 +213,7 @@ output_cents_per_mtok = 1000
 	if code, m := d.call("POST", "/factory/lines/agents/deploy", "application/toml", []byte(agentLine)); code != 201 {
 		t.Fatalf("deploy line: %d %v", code, m)
 	}
-	code, lr := d.call("POST", "/factory/lines/agents/runs", "application/json", []byte(`{"params":{"ticket":"T-3","gate":"`+gate2+`","box":"line-box"}}`))
+	code, lr := d.call("POST", "/factory/lines/agents/runs", "application/json", []byte(`{"params":{"ticket":"T-3","gate":"none","box":"line-box"}}`))
 	if code != 201 {
 		t.Fatalf("start line: %d %v", code, lr)
 	}
@@ -254,9 +255,9 @@ output_cents_per_mtok = 1000
 		t.Errorf("stopped run: %v", run["status"])
 	}
 	deadline = time.Now().Add(30 * time.Second)
-	for len(processesWith("sleep 3127"))+len(processesWith(script)) > 0 {
+	for len(processesWith("sleep 3127"))+len(processesWith("fake-agent")) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("processes left after the stop: %v %v", processesWith("sleep 3127"), processesWith(script))
+			t.Fatalf("processes left after the stop: %v %v", processesWith("sleep 3127"), processesWith("fake-agent"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
