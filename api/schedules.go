@@ -216,6 +216,7 @@ func (s *Server) deleteToken(c *gin.Context) error {
 	if err := s.store.DeleteToken(c.Request.Context(), c.Param("name")); err != nil {
 		return err
 	}
+	s.tokens.purge()
 	c.Status(http.StatusNoContent)
 	return nil
 }

@@ -98,6 +98,7 @@ type Server struct {
 	// schedules serializes, per line, storing a schedule and handing it to
 	// the engine, so the engine always ends with the newest generation.
 	schedules keyedMutex
+	tokens    tokenCache
 }
 
 // Route is one registered endpoint and the scope it needs ("" = public).
@@ -326,7 +327,7 @@ func (s *Server) authMiddleware(scope string) gin.HandlerFunc {
 			return
 		}
 		hash := HashToken(secret)
-		tok, err := s.store.FindTokenByHash(c.Request.Context(), hash)
+		tok, err := s.tokens.find(c.Request.Context(), hash, s.store.FindTokenByHash)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && subtle.ConstantTimeCompare([]byte(tok.Hash), []byte(hash)) != 1) {
 			s.writeError(c, httpError(http.StatusUnauthorized, CodeAuthRequired, "the bearer token is not valid"))
 			return

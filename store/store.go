@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,7 @@ var (
 // knowledge, tokens and schedules, on SQLite or PostgreSQL.
 type Store struct {
 	db       *gorm.DB
+	readers  *sql.DB // SQLite's read-only connections (nil on PostgreSQL)
 	postgres bool
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
@@ -42,22 +44,38 @@ type Store struct {
 
 // Open connects to the store the DSN names and migrates it. A DSN starting
 // with postgres:// or postgresql:// is PostgreSQL; anything else is a SQLite
-// file: a path, sqlite://path or file:path.
+// file: a path, sqlite://path or file:path. The pools are DefaultPool's.
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return OpenPool(ctx, dsn, DefaultPool())
+}
+
+// OpenPool is Open with the given connection pools.
+func OpenPool(ctx context.Context, dsn string, pool Pool) (*Store, error) {
+	if err := pool.Validate(); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	cfg := &gorm.Config{
 		Logger:         logger.Default.LogMode(logger.Silent),
 		TranslateError: true,
 		NowFunc:        func() time.Time { return time.Now().UTC() },
 	}
 	var (
-		db  *gorm.DB
-		err error
-		pg  bool
+		db      *gorm.DB
+		err     error
+		pg      bool
+		readers *sql.DB
 	)
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		pg = true
 		db, err = gorm.Open(postgres.Open(dsn), cfg)
+		if err == nil {
+			sqlDB, err2 := db.DB()
+			if err2 != nil {
+				return nil, err2
+			}
+			pool.apply(sqlDB, pool.MaxOpenConns)
+		}
 	default:
 		path, err2 := sqlitePath(dsn)
 		if err2 != nil {
@@ -76,14 +94,18 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 				return nil, err2
 			}
 			// One writer at a time: SQLite serializes writes anyway, and more
-			// connections only add SQLITE_BUSY.
-			sqlDB.SetMaxOpenConns(1)
+			// connections only add SQLITE_BUSY. Reads go to readers.
+			pool.apply(sqlDB, 1)
+			if readers, err = sqliteReaders(db, full, pool); err != nil {
+				_ = sqlDB.Close()
+				return nil, err
+			}
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{db: db, postgres: pg, Now: func() time.Time { return time.Now().UTC() }}
+	s := &Store{db: db, readers: readers, postgres: pg, Now: func() time.Time { return time.Now().UTC() }}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -110,6 +132,9 @@ func (s *Store) Close() error {
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return err
+	}
+	if s.readers != nil {
+		_ = s.readers.Close()
 	}
 	return sqlDB.Close()
 }
@@ -159,6 +184,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate store: %w", err)
 	}
 	if err := s.migrateWorkers(ctx); err != nil {
+		return fmt.Errorf("migrate store: %w", err)
+	}
+	if err := s.migrateIndexes(ctx); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests/agentconf"
+	"github.com/linefactory/linefactory/store"
 )
 
 // config is factoryd's configuration, read once from flags and environment
@@ -37,6 +38,7 @@ import (
 //	FACTORY_WORKER_MAX_STEPS --worker-max-steps  steps (and sandbox acquisitions) a worker runs at once (64)
 //	FACTORY_SNAPSHOT_URL     --snapshot-url  where snapshot archives go: file:///dir or s3://bucket?region=… (file://<data-dir>/snapshots)
 //	FACTORY_CONFIG           --config        server configuration file (TOML: harnesses, inference, router); unset = none
+//	FACTORY_DB_* and FACTORY_SQLITE_READERS  the store's connection pools (see poolFromEnv)
 type config struct {
 	HTTPAddr       string
 	DataDir        string
@@ -64,6 +66,8 @@ type config struct {
 	ConfigFile string
 	// Agents is the parsed configuration file; nil without one.
 	Agents *agentconf.Config
+	// Pool sizes the store's connection pools.
+	Pool store.Pool
 	// TemporalPortsExplicit is true when the embedded server's ports were
 	// configured; otherwise busy defaults fall back to free ports.
 	TemporalPortsExplicit bool
@@ -187,6 +191,9 @@ func loadConfig(name string, args []string) (config, error) {
 			return c, err
 		}
 		c.Agents = ac
+	}
+	if c.Pool, err = poolFromEnv(); err != nil {
+		return c, err
 	}
 	return c, nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/linefactory/linefactory/activities"
 )
@@ -88,5 +89,31 @@ func TestConfigFile(t *testing.T) {
 	}
 	if _, err = loadConfig("serve", []string{"--config", dir + "/missing.toml"}); err == nil || !strings.Contains(err.Error(), "missing.toml") {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestPoolFromEnv: the store pool variables override the defaults and bad
+// values are refused.
+func TestPoolFromEnv(t *testing.T) {
+	t.Setenv("FACTORY_DB_MAX_OPEN_CONNS", "8")
+	t.Setenv("FACTORY_DB_MAX_IDLE_CONNS", "4")
+	t.Setenv("FACTORY_DB_CONN_MAX_LIFETIME", "10m")
+	t.Setenv("FACTORY_DB_CONN_MAX_IDLE_TIME", "0")
+	t.Setenv("FACTORY_SQLITE_READERS", "0")
+	p, err := poolFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MaxOpenConns != 8 || p.MaxIdleConns != 4 || p.ConnMaxLifetime != 10*time.Minute || p.ConnMaxIdleTime != 0 || p.SQLiteReaders != 0 {
+		t.Fatalf("pool %+v", p)
+	}
+	for name, bad := range map[string]string{"FACTORY_DB_MAX_OPEN_CONNS": "0", "FACTORY_DB_MAX_IDLE_CONNS": "-1",
+		"FACTORY_DB_CONN_MAX_LIFETIME": "soon", "FACTORY_SQLITE_READERS": "x"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, bad)
+			if _, err := poolFromEnv(); err == nil || !strings.Contains(err.Error(), name) && !strings.Contains(err.Error(), "at least 1") {
+				t.Fatalf("%s=%s: %v", name, bad, err)
+			}
+		})
 	}
 }

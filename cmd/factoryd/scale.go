@@ -125,11 +125,11 @@ func dialTemporal(ctx context.Context, opts client.Options, external bool, wait 
 // together on a fresh database race to migrate it (the losers see "already
 // exists" once and nothing the next time), and PostgreSQL may come up after
 // them.
-func openStore(ctx context.Context, dsn string, wait time.Duration, logger *slog.Logger) (*store.Store, error) {
+func openStore(ctx context.Context, dsn string, pool store.Pool, wait time.Duration, logger *slog.Logger) (*store.Store, error) {
 	deadline := time.Now().Add(wait)
 	backoff := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		st, err := store.Open(ctx, dsn)
+		st, err := store.OpenPool(ctx, dsn, pool)
 		if err == nil {
 			return st, nil
 		}

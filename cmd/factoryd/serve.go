@@ -46,7 +46,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	if err := privateDataDir(cfg.DataDir); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	st, err := openStore(ctx, cfg.DatabaseURL, max(cfg.Scale.TemporalWait, 10*time.Second), logger)
+	st, err := openStore(ctx, cfg.DatabaseURL, cfg.Pool, max(cfg.Scale.TemporalWait, 10*time.Second), logger)
 	if err != nil {
 		return err
 	}

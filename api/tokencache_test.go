@@ -1,0 +1,78 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/linefactory/linefactory/store"
+)
+
+// TestTokenRevocation: a token revoked through the API is refused at once;
+// one removed behind the API's back (another API process) is refused within
+// the token cache's lifetime.
+func TestTokenRevocation(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		st := h.srv.store.(*store.Store)
+		expect(t, h.do(req{method: "GET", path: "/jobs", scope: ScopeRead}), http.StatusOK)
+		expect(t, h.do(req{method: "DELETE", path: "/tokens/test-read", scope: ScopeAdmin}), http.StatusNoContent)
+		expectError(t, h.do(req{method: "GET", path: "/jobs", scope: ScopeRead}), http.StatusUnauthorized, CodeAuthRequired)
+
+		expect(t, h.do(req{method: "GET", path: "/jobs", scope: ScopeWrite}), http.StatusOK) // cached now
+		if err := st.DeleteToken(context.Background(), "test-write"); err != nil {
+			t.Fatal(err)
+		}
+		revoked := time.Now()
+		deadline := revoked.Add(tokenCacheTTL + 3*time.Second)
+		for {
+			r := h.do(req{method: "GET", path: "/jobs", scope: ScopeWrite})
+			if r.Status == http.StatusUnauthorized {
+				break
+			}
+			expect(t, r, http.StatusOK)
+			if time.Now().After(deadline) {
+				t.Fatalf("a token deleted %v ago still authenticates", time.Since(revoked))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if d := time.Since(revoked); d > tokenCacheTTL+time.Second {
+			t.Fatalf("revocation took %v, the cache keeps tokens %v", d, tokenCacheTTL)
+		}
+	})
+}
+
+// TestTokenCacheHit: a known token is looked up once within the cache's
+// lifetime, an unknown one every time.
+func TestTokenCacheHit(t *testing.T) {
+	var tc tokenCache
+	calls := 0
+	lookup := func(_ context.Context, key string) (store.Token, error) {
+		calls++
+		if key == "known" {
+			return store.Token{ID: "tok_1", Name: "n", Scope: ScopeRead, Hash: key}, nil
+		}
+		return store.Token{}, store.ErrNotFound
+	}
+	for i := 0; i < 3; i++ {
+		tok, err := tc.find(context.Background(), "known", lookup)
+		if err != nil || tok.ID != "tok_1" {
+			t.Fatalf("find: %v %v", tok, err)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("known token looked up %d times, want 1", calls)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := tc.find(context.Background(), "unknown", lookup); err == nil {
+			t.Fatal("unknown token found")
+		}
+	}
+	if calls != 3 {
+		t.Fatalf("unknown token lookups not repeated: %d calls, want 3", calls)
+	}
+	tc.purge()
+	if _, err := tc.find(context.Background(), "known", lookup); err != nil || calls != 4 {
+		t.Fatalf("after purge: %v, %d calls", err, calls)
+	}
+}
