@@ -22,6 +22,7 @@ type LineRunStore interface {
 	GetLineVersionByID(ctx context.Context, id string) (store.LineVersion, error)
 	CreateLineRun(ctx context.Context, r store.LineRun) (store.LineRun, error)
 	GetLineRun(ctx context.Context, id string) (store.LineRun, error)
+	GetLineRunJSON(ctx context.Context, id string) (json.RawMessage, error)
 	ListLineRuns(ctx context.Context, f store.LineRunFilter) ([]store.LineRun, error)
 	UpdateLineRun(ctx context.Context, id string, change func(*store.LineRun) error) (store.LineRun, error)
 	FindLineRunsByDelivery(ctx context.Context, source, deliveryID string) ([]store.LineRun, error)
@@ -236,26 +237,21 @@ func (s *Server) listLineRuns(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]map[string]any, len(runs))
+	out := make([]lineRunItem, len(runs))
 	for i, r := range runs {
-		if out[i], err = lineRunJSON(r, false); err != nil {
-			return err
-		}
+		out[i] = newLineRunItem(r)
 	}
 	c.JSON(http.StatusOK, out)
 	return nil
 }
 
+// getLineRun answers with the stored run document as is (the detail shape).
 func (s *Server) getLineRun(c *gin.Context) error {
-	r, err := s.store.GetLineRun(c.Request.Context(), c.Param("run_id"))
+	doc, err := s.store.GetLineRunJSON(c.Request.Context(), c.Param("run_id"))
 	if err != nil {
 		return err
 	}
-	out, err := lineRunJSON(r, true)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, out)
+	c.Data(http.StatusOK, "application/json; charset=utf-8", doc)
 	return nil
 }
 

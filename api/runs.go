@@ -40,6 +40,7 @@ type RunStore interface {
 	GetJobVersionByID(ctx context.Context, id string) (store.JobVersion, error)
 	CreateJobRun(ctx context.Context, r store.JobRun) (store.JobRun, error)
 	GetJobRun(ctx context.Context, id string) (store.JobRun, error)
+	GetJobRunJSON(ctx context.Context, id string) (json.RawMessage, error)
 	ListJobRuns(ctx context.Context, f store.JobRunFilter) ([]store.JobRun, error)
 	UpdateJobRun(ctx context.Context, id string, change func(*store.JobRun) error) (store.JobRun, error)
 	ReadStepLogs(ctx context.Context, runID, step string, afterSeq int64) ([]store.LogChunk, error)
@@ -129,12 +130,14 @@ func (s *Server) listJobRuns(c *gin.Context) error {
 	return nil
 }
 
+// getJobRun answers with the stored run document as is: it is the run's
+// JSON already, so it is neither decoded nor encoded again.
 func (s *Server) getJobRun(c *gin.Context) error {
-	r, err := s.store.GetJobRun(c.Request.Context(), c.Param("run_id"))
+	doc, err := s.store.GetJobRunJSON(c.Request.Context(), c.Param("run_id"))
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, r)
+	c.Data(http.StatusOK, "application/json; charset=utf-8", doc)
 	return nil
 }
 
