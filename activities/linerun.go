@@ -32,13 +32,20 @@ type RecordTurnResult struct {
 }
 
 // RecordTurn appends a manager turn; the first turn marks the run running.
+// Several turns share a Temporal run (workflow_run_id) until the manager
+// continues as new.
 func (a *Activities) RecordTurn(ctx context.Context, in RecordTurnInput) (RecordTurnResult, error) {
 	r, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		if len(r.ManagerTurns) >= in.Turn {
 			return nil // a retried activity
 		}
 		if n := len(r.ManagerTurns); n > 0 && r.ManagerTurns[n-1].State != "completed" {
+			// The turn before ended by routing here: in the same Temporal
+			// run, or by continuing as new.
 			r.ManagerTurns[n-1].State = "continued_as_new"
+			if r.ManagerTurns[n-1].WorkflowRunID == in.WorkflowRunID {
+				r.ManagerTurns[n-1].State = "continued"
+			}
 		}
 		at := in.StartedAt.UTC()
 		r.ManagerTurns = append(r.ManagerTurns, store.ManagerTurn{WorkflowRunID: in.WorkflowRunID, State: in.State, StartedAt: &at})

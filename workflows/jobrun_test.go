@@ -111,6 +111,7 @@ type fixture struct {
 	suite testsuite.WorkflowTestSuite
 	store *memStore
 	acts  *activities.Activities
+	runs  int // Temporal runs of the last line run (1 + its continue-as-new)
 }
 
 func newFixture(t *testing.T) *fixture {

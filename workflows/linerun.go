@@ -62,16 +62,17 @@ type LineRunResult struct {
 // failure builds a classified failure.
 func failure(code run.FailureCode, msg string) *run.Failure { return run.NewFailure(code, msg) }
 
-// LineRunWorkflow is the manager of a line run. One manager turn is one
-// Temporal run of this workflow: it visits a stage (a child JobRunWorkflow,
-// re-run up to the stage's max_attempts), records it, routes, and continues
-// as new into the next turn. A stop (workflow cancellation) at any point
-// ends the run cancelled with user_cancelled.
+// LineRunWorkflow is the manager of a line run. One manager turn visits a
+// stage (a child JobRunWorkflow, re-run up to the stage's max_attempts),
+// records it and routes to the next turn. Turns follow each other in one
+// Temporal run; the run continues as new only to bound its history: when
+// Temporal suggests it, or after maxTurnsPerRun turns (Temporal holds every
+// continue-as-new for history.workflowIdReuseMinimalInterval, 1 s by
+// default, so one per turn made every stage cost a second). A stop
+// (workflow cancellation) at any point ends the run cancelled with
+// user_cancelled.
 func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, error) {
 	m := in.Manifest
-	book := bookkeeping(ctx)
-	// Bookkeeping that must happen even while the run is being stopped.
-	dbook, _ := workflow.NewDisconnectedContext(book)
 	st := in.State
 	if st == nil {
 		st = &LineState{}
@@ -99,9 +100,44 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 			}
 		}
 	}
-	st.Turn++
 	state := LineRunState{}
 	_ = workflow.SetQueryHandler(ctx, StateQuery, func() (LineRunState, error) { return state, nil })
+	for turns := 1; ; turns++ {
+		res, err := managerTurn(ctx, &in, st, &state)
+		if !errors.Is(err, errNextTurn) {
+			return res, err
+		}
+		// Runs started before turns shared a Temporal run replay as they
+		// ran: one continue-as-new per turn.
+		v := workflow.GetVersion(ctx, turnsPerRunChange, workflow.DefaultVersion, 1)
+		if v == workflow.DefaultVersion || turns >= maxTurnsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			in.State = st
+			return LineRunResult{}, workflow.NewContinueAsNewError(ctx, LineRunWorkflowName, in)
+		}
+	}
+}
+
+// maxTurnsPerRun bounds the manager turns of one Temporal run of a line
+// run (each turn adds a child workflow and a few markers to the history).
+// A variable for tests.
+var maxTurnsPerRun = 100
+
+// turnsPerRunChange is the workflow.GetVersion change id of several manager
+// turns per Temporal run.
+const turnsPerRunChange = "manager-turns-per-run"
+
+// errNextTurn ends a manager turn that routed to a next stage.
+var errNextTurn = errors.New("next manager turn")
+
+// managerTurn runs one manager turn of a line run: it visits st.Stage,
+// records it and routes. It returns errNextTurn with st set for the next
+// turn, or how the run ended. state is what the state query answers.
+func managerTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *LineRunState) (LineRunResult, error) {
+	m := in.Manifest
+	book := bookkeeping(ctx)
+	// Bookkeeping that must happen even while the run is being stopped.
+	dbook, _ := workflow.NewDisconnectedContext(book)
+	st.Turn++
 	end := func(status run.Status, f *run.Failure) (LineRunResult, error) {
 		if ctx.Err() != nil && status != run.Succeeded {
 			status, f = run.Cancelled, failure(run.UserCancelled, "the line run was stopped")
@@ -112,7 +148,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		var final activities.FinishLineRunResult
 		err := workflow.ExecuteLocalActivity(dbook, a.FinishLineRun, activities.FinishLineRunInput{RunID: in.RunID, Status: status, Failure: f}).Get(dbook, &final)
 		if err == nil {
-			state = state.replace(final.Record) //workflowcheck:ignore (JSON decoding is deterministic)
+			*state = state.replace(final.Record) //workflowcheck:ignore (JSON decoding is deterministic)
 			if final.Failure != nil && final.Status == status {
 				f = failureOf(*final.Failure, f)
 			}
@@ -133,7 +169,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	if err := workflow.ExecuteLocalActivity(dbook, a.RecordTurn, turn).Get(dbook, &begun); err != nil {
 		return fail(err)
 	}
-	state = state.replace(begun.Record) //workflowcheck:ignore (JSON decoding is deterministic)
+	*state = state.replace(begun.Record) //workflowcheck:ignore (JSON decoding is deterministic)
 	if run.LineRun.Terminal(begun.Status) {
 		return LineRunResult{Status: begun.Status}, nil // already ended (a replayed turn)
 	}
@@ -220,7 +256,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	st.Results[stage.ID] = manifests.StageResult{Status: string(visit.Status), Outputs: visit.Outputs, JobRunID: visit.JobRunID, Iteration: visit.Iteration}
 
 	// route ranges over maps only to copy values or collect keys it sorts.
-	next, f := route(m, in, st, stage.ID, visit) //workflowcheck:ignore
+	next, f := route(m, *in, st, stage.ID, visit) //workflowcheck:ignore
 	if f != nil {
 		if f.Code == run.StageFailed {
 			f.StageName, f.ErrorCode, f.FailureClass = visit.Stage, visit.ErrorCode, visit.FailureClass
@@ -248,8 +284,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		return end(run.Cancelled, nil)
 	}
 	st.Stage, st.StageParams = next.stage, next.params
-	in.State = st
-	return LineRunResult{}, workflow.NewContinueAsNewError(ctx, LineRunWorkflowName, in)
+	return LineRunResult{}, errNextTurn
 }
 
 // visitStage runs one attempt of a stage visit as a child JobRunWorkflow and

@@ -144,7 +144,9 @@ func (f *fixture) runLineWith(t *testing.T, in LineRunInput, o lineOpts) (LineRu
 	f.store.mu.Lock()
 	f.store.lines[in.RunID] = rec
 	f.store.mu.Unlock()
+	f.runs = 0
 	for turn := 0; turn < 200; turn++ {
+		f.runs++
 		env := f.suite.NewTestWorkflowEnvironment()
 		switch {
 		case o.child != nil:
@@ -299,8 +301,10 @@ who = { type = "output", stage = "inc", name = "n" }
 	if want := "inc#1:again inc#2:again inc#3:done fin#1:"; strings.Join(got, " ") != want {
 		t.Fatalf("stages %v, want %s", got, want)
 	}
-	if len(rec.ManagerTurns) != 4 || rec.ManagerTurns[3].State != "completed" || rec.ManagerTurns[0].State != "continued_as_new" {
-		t.Fatalf("manager turns %+v", rec.ManagerTurns)
+	// Four turns in one Temporal run: no continue-as-new per turn.
+	if len(rec.ManagerTurns) != 4 || rec.ManagerTurns[3].State != "completed" || rec.ManagerTurns[0].State != "continued" ||
+		rec.ManagerTurns[0].WorkflowRunID != rec.ManagerTurns[3].WorkflowRunID || f.runs != 1 {
+		t.Fatalf("manager turns %+v in %d runs", rec.ManagerTurns, f.runs)
 	}
 	if rec.StageOutputs["fin"]["greeting"] != "hi-loop" || len(rec.Transitions) != 3 {
 		t.Fatalf("outputs %v transitions %v", rec.StageOutputs, rec.Transitions)
@@ -871,4 +875,43 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+// TestLineRunContinuesAsNewAfterMaxTurns: the manager's history stays
+// bounded: after maxTurnsPerRun turns it continues as new, carrying its
+// state, and every turn is still recorded.
+func TestLineRunContinuesAsNewAfterMaxTurns(t *testing.T) {
+	defer func(n int) { maxTurnsPerRun = n }(maxTurnsPerRun)
+	maxTurnsPerRun = 2
+	f := newFixture(t)
+	in := lineInput(t, lineHead+`
+[[stages]]
+id = "a"
+job = "hello"
+[[stages]]
+id = "b"
+job = "hello"
+[[stages]]
+id = "c"
+job = "hello"
+[[transitions]]
+type = "conditional"
+id = "ab"
+from = "a"
+to = "b"
+when = { op = "always" }
+[[transitions]]
+type = "conditional"
+id = "bc"
+from = "b"
+to = "c"
+when = { op = "always" }
+`, map[string]any{"who": "x"})
+	res, rec := f.runLine(t, in, nil)
+	if res.Status != run.Succeeded {
+		t.Fatalf("status %s %+v", res.Status, res.Failure)
+	}
+	if f.runs != 2 || len(rec.ManagerTurns) != 3 || len(rec.Stages) != 3 || rec.ManagerTurns[2].State != "completed" {
+		t.Fatalf("%d runs, manager turns %+v, stages %+v", f.runs, rec.ManagerTurns, rec.Stages)
+	}
 }
