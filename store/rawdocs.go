@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // GetJobRunJSON returns a job run's stored JSON document as is: the same
@@ -33,4 +34,44 @@ func (s *Store) rawDoc(ctx context.Context, table, id, what string) (json.RawMes
 		return nil, translate(err, fmt.Sprintf("%s %q", what, id))
 	}
 	return json.RawMessage(doc), nil
+}
+
+// lineRunListDrops are the keys a line-run listing leaves out of each run:
+// the details only GET /factory/line-runs/{id} shows, and the raw webhook
+// body of the trigger payload.
+var lineRunListDrops = []string{"transitions", "stage_outputs", "workflow_id", "retry_of", "stop_reason"}
+
+// ListLineRunsJSON lists line runs newest first as listings show them: each
+// stored document without lineRunListDrops and trigger.payload.body, cut
+// by the database (jsonb operators on PostgreSQL, json_remove on SQLite), so
+// the documents are never decoded here.
+func (s *Store) ListLineRunsJSON(ctx context.Context, f LineRunFilter) ([]json.RawMessage, error) {
+	limit, offset := clampPage(f.Limit, f.Offset)
+	var col string
+	if s.postgres {
+		col = "((doc - '{" + strings.Join(lineRunListDrops, ",") + "}'::text[]) #- '{trigger,payload,body}')::text"
+	} else {
+		col = "json_remove(doc, '$." + strings.Join(lineRunListDrops, "', '$.") + "', '$.trigger.payload.body')"
+	}
+	q := s.db.WithContext(ctx).Table("line_runs").Select(col)
+	if f.LineName != "" {
+		q = q.Where("line_name = ?", f.LineName)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	rows, err := q.Order("created_at desc, id desc").Limit(limit).Offset(offset).Rows()
+	if err != nil {
+		return nil, translate(err, "list line runs")
+	}
+	defer rows.Close()
+	out := make([]json.RawMessage, 0, limit)
+	for rows.Next() {
+		var doc []byte
+		if err := rows.Scan(&doc); err != nil {
+			return nil, translate(err, "list line runs")
+		}
+		out = append(out, doc)
+	}
+	return out, translate(rows.Err(), "list line runs")
 }

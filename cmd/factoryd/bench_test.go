@@ -1,89 +1,70 @@
 package main
 
+// `make bench`: what users feel, all in one process and one run. One
+// embedded Temporal server; factoryd (API + worker, Web UI off) is served
+// in-process on SQLite, then on PostgreSQL (FACTORY_TEST_POSTGRES_DSN); a
+// bare Temporal worker doing the same work runs in the same process, on the
+// same server, and the two are measured interleaved (A B A B …). Every row
+// of issue 14's table is printed with its goal and the ratio to it, then a
+// Markdown table for the README.
+
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
+	"github.com/linefactory/linefactory/cmd/internal/embedded"
 	"github.com/linefactory/linefactory/manifests/run"
 )
 
-func parseTime(t testing.TB, v any) time.Time {
-	t.Helper()
-	ts, err := time.Parse(time.RFC3339Nano, fmt.Sprint(v))
-	if err != nil {
-		t.Fatalf("time %v: %v", v, err)
-	}
-	return ts
-}
-
-// BenchmarkStepOverhead runs a job of 20 `true` steps on the embedded server
-// and reports the orchestration overhead per step: the run's wall time minus
-// the time spent in the steps themselves, divided by 20.
-func BenchmarkStepOverhead(b *testing.B) {
-	d := startDaemon(b, b.TempDir(), nil)
-	var job strings.Builder
-	job.WriteString("[job]\nname = \"twenty\"\n[[run.tasks]]\nname = \"t\"\n")
-	for i := 0; i < 20; i++ {
-		job.WriteString("[[run.tasks.steps]]\nexec = [\"true\"]\n")
-	}
-	d.deploy("twenty", job.String())
-	d.wait(d.start("twenty", nil), time.Minute) // warm up
-	b.ResetTimer()
-	var overhead time.Duration
-	for i := 0; i < b.N; i++ {
-		run := d.wait(d.start("twenty", nil), time.Minute)
-		if run["status"] != "succeeded" {
-			b.Fatalf("run %v", run)
-		}
-		wall := parseTime(b, run["completed_at"]).Sub(parseTime(b, run["started_at"]))
-		var inSteps time.Duration
-		for _, e := range run["step_timeline"].([]any) {
-			e := e.(map[string]any)
-			inSteps += parseTime(b, e["completed_at"]).Sub(parseTime(b, e["started_at"]))
-		}
-		overhead += wall - inSteps
-	}
-	b.ReportMetric(float64(overhead.Microseconds())/1000/20/float64(b.N), "ms-overhead/step")
-}
-
-// BenchmarkJobRunThroughput starts 50 one-step job runs at once and reports
-// job runs completed per second.
-func BenchmarkJobRunThroughput(b *testing.B) {
-	d := startDaemon(b, b.TempDir(), nil)
-	d.deploy("one", "[job]\nname = \"one\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
-	d.wait(d.start("one", nil), time.Minute)
-	const n = 50
-	b.ResetTimer()
-	start := time.Now()
-	for i := 0; i < b.N; i++ {
-		ids := make([]string, n)
-		var wg sync.WaitGroup
-		for j := range ids {
-			wg.Add(1)
-			go func(j int) { defer wg.Done(); ids[j] = d.start("one", nil) }(j)
-		}
-		wg.Wait()
-		for _, id := range ids {
-			if run := d.wait(id, 5*time.Minute); run["status"] != "succeeded" {
-				b.Fatalf("run %v", run)
-			}
-		}
-	}
-	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "runs/s")
-}
+const (
+	benchSamples   = 5  // per side of every A/B comparison
+	benchSteps     = 20 // `true` steps of the step-overhead job
+	benchLines     = 20 // concurrent line runs
+	benchConns     = 64 // concurrent API clients
+	benchListRows  = 50000
+	benchLoadFor   = 3 * time.Second
+	benchBareQueue = "bench-bare"
+)
 
 // benchTrue is the bare-Temporal baseline's step: run `true`.
 func benchTrue(ctx context.Context) error { return exec.CommandContext(ctx, "true").Run() }
+
+// bareSteps is the baseline of a job of benchSteps steps: that many
+// activities in sequence.
+func bareSteps(ctx workflow.Context) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	for i := 0; i < benchSteps; i++ {
+		if err := workflow.ExecuteActivity(ctx, "BenchTrue").Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // bareStage is one stage of the baseline: a workflow with one activity.
 func bareStage(ctx workflow.Context) error {
@@ -102,22 +83,56 @@ func bareThree(ctx workflow.Context) error {
 	return nil
 }
 
-// BenchmarkLineRuns runs 20 three-stage lines of one-step jobs at once and
-// reports line runs per second, then the same work as bare Temporal
-// workflows (three child workflows of one activity each) on the same
-// server, and the ratio of the two.
-func BenchmarkLineRuns(b *testing.B) {
-	d := startDaemon(b, b.TempDir(), nil)
-	d.deploy("one", "[job]\nname = \"one\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
-	line := "[line]\nname = \"three\"\n[trigger]\ntype = \"manual\"\n" +
-		"[[stages]]\nid = \"a\"\njob = \"one\"\n[[stages]]\nid = \"b\"\njob = \"one\"\n[[stages]]\nid = \"c\"\njob = \"one\"\n" +
-		"[[transitions]]\ntype = \"conditional\"\nid = \"ab\"\nfrom = \"a\"\nto = \"b\"\nwhen = { op = \"always\" }\n" +
-		"[[transitions]]\ntype = \"conditional\"\nid = \"bc\"\nfrom = \"b\"\nto = \"c\"\nwhen = { op = \"always\" }\n"
-	if code, m := d.call("POST", "/factory/lines/three/deploy", "application/toml", []byte(line)); code != 201 {
-		b.Fatalf("deploy: %d %v", code, m)
+// benchRow is one printed measure.
+type benchRow struct {
+	measure, now, goal string
+	// ratio is now/goal for "at most" goals and goal/now for "at least"
+	// ones: ≤ 1 meets the goal.
+	ratio float64
+}
+
+type benchEnv struct {
+	b      *testing.B
+	tc     client.Client
+	http   *http.Client
+	base   string
+	token  string
+	rows   []benchRow
+	forkMs float64
+}
+
+// stats is a sample's median and range.
+type stats struct{ med, lo, hi float64 }
+
+func summarize(xs []float64) stats {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return stats{med: s[len(s)/2], lo: s[0], hi: s[len(s)-1]}
+}
+
+func (s stats) String() string { return fmt.Sprintf("%.1f (%.1f–%.1f)", s.med, s.lo, s.hi) }
+
+func BenchmarkIssue14(b *testing.B) {
+	if b.N > 1 {
+		b.Skip("run with -benchtime 1x: one pass measures everything")
 	}
-	c := temporalClient(b, d)
-	w := worker.New(c, "bench-bare", worker.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := b.TempDir()
+	port := freePort(b)
+	srv, err := embedded.Start(ctx, embedded.Config{DataDir: filepath.Join(dir, "temporal"), FrontendPort: port, UIAddr: "off", LogLevel: "fatal"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = srv.Stop() }()
+	tc, err := client.Dial(client.Options{HostPort: srv.FrontendAddr(), Namespace: "default",
+		Logger: tlog.NewStructuredLogger(slog.New(slog.NewJSONHandler(io.Discard, nil))), ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tc.Close()
+	w := worker.New(tc, benchBareQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(bareSteps, workflow.RegisterOptions{Name: "BenchBareSteps"})
 	w.RegisterWorkflowWithOptions(bareThree, workflow.RegisterOptions{Name: "BenchBareThree"})
 	w.RegisterWorkflowWithOptions(bareStage, workflow.RegisterOptions{Name: "BenchBareStage"})
 	w.RegisterActivityWithOptions(benchTrue, activity.RegisterOptions{Name: "BenchTrue"})
@@ -125,80 +140,423 @@ func BenchmarkLineRuns(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer w.Stop()
-	const n = 20
-	// Both sides start their n runs at once and wait on the workflow
-	// results the same way (a line run's result follows its
-	// continue-as-new turns); the line records are checked after timing.
-	waitAll := func(ids []string) {
+	e := &benchEnv{b: b, tc: tc, token: "bench-token",
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConns * 2, MaxConnsPerHost: benchConns * 2}}}
+	e.forkMs = e.measureForkExec()
+
+	// SQLite.
+	stop := e.serve(filepath.Join(dir, "sqlite"), filepath.Join(dir, "sqlite", "factory.db"), srv.FrontendAddr())
+	e.setup()
+	e.stepOverhead("SQLite", 1.1)
+	e.lineWall()
+	e.lineThroughput()
+	stop()
+
+	pg := os.Getenv("FACTORY_TEST_POSTGRES_DSN")
+	if pg == "" {
+		fmt.Println("NOTE: FACTORY_TEST_POSTGRES_DSN is unset: the PostgreSQL rows are skipped")
+	} else {
+		dsn := benchSchema(b, pg)
+		stop = e.serve(filepath.Join(dir, "pg"), dsn, srv.FrontendAddr())
+		e.setup()
+		e.stepOverhead("PostgreSQL", 1.3)
+		e.reads(dsn)
+		stop()
+	}
+	e.print()
+}
+
+// serve runs factoryd in this process against the shared Temporal server
+// and returns its stop.
+func (e *benchEnv) serve(dataDir, dsn, temporalAddr string) func() {
+	b := e.b
+	cfg, err := loadConfig("serve", []string{"--addr", "127.0.0.1:0", "--data-dir", dataDir, "--database-url", dsn,
+		"--temporal-address", temporalAddr, "--temporal-ui-addr", "off", "--log-level", "error"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.BootstrapToken = e.token
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)), ready) }()
+	select {
+	case addr := <-ready:
+		e.base = "http://" + addr
+	case err := <-done:
+		b.Fatalf("factoryd: %v", err)
+	case <-time.After(2 * time.Minute):
+		b.Fatal("factoryd did not start")
+	}
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("factoryd: %v", err)
+		}
+	}
+}
+
+func (e *benchEnv) call(method, path, ctype string, body []byte) (int, []byte) {
+	req, _ := http.NewRequest(method, e.base+path, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := e.http.Do(req)
+	if err != nil {
+		return 0, []byte(err.Error()) // the callers check the status
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (e *benchEnv) post(path, ctype string, body []byte, want ...int) map[string]any {
+	code, out := e.call("POST", path, ctype, body)
+	if !slices.Contains(want, code) {
+		e.b.Fatalf("POST %s: %d %s", path, code, out)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(out, &m)
+	return m
+}
+
+const benchLine = "[line]\nname = \"three\"\n[trigger]\ntype = \"manual\"\n" +
+	"[[stages]]\nid = \"a\"\njob = \"one\"\n[[stages]]\nid = \"b\"\njob = \"one\"\n[[stages]]\nid = \"c\"\njob = \"one\"\n" +
+	"[[transitions]]\ntype = \"conditional\"\nid = \"ab\"\nfrom = \"a\"\nto = \"b\"\nwhen = { op = \"always\" }\n" +
+	"[[transitions]]\ntype = \"conditional\"\nid = \"bc\"\nfrom = \"b\"\nto = \"c\"\nwhen = { op = \"always\" }\n"
+
+func (e *benchEnv) setup() {
+	var job strings.Builder
+	job.WriteString("[job]\nname = \"steps\"\n[[run.tasks]]\nname = \"t\"\n")
+	for i := 0; i < benchSteps; i++ {
+		job.WriteString("[[run.tasks.steps]]\nexec = [\"true\"]\n")
+	}
+	e.post("/jobs/steps/versions", "application/toml", []byte(job.String()), 200, 201)
+	e.post("/jobs/one/versions", "application/toml", []byte("[job]\nname = \"one\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n"), 200, 201)
+	e.post("/factory/lines/three/deploy", "application/toml", []byte(benchLine), 200, 201)
+}
+
+// measureForkExec is the median cost of running `true` here.
+func (e *benchEnv) measureForkExec() float64 {
+	var xs []float64
+	for i := 0; i < 50; i++ {
+		t0 := time.Now()
+		if err := exec.Command("true").Run(); err != nil {
+			e.b.Fatal(err)
+		}
+		xs = append(xs, ms(time.Since(t0)))
+	}
+	return summarize(xs).med
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (e *benchEnv) waitWorkflow(id string) {
+	if err := e.workflowDone(id); err != nil {
+		e.b.Fatal(err)
+	}
+}
+
+// workflowDone waits for a workflow (following its continue-as-new runs).
+func (e *benchEnv) workflowDone(id string) error {
+	if err := e.tc.GetWorkflow(context.Background(), id, "").Get(context.Background(), nil); err != nil {
+		return fmt.Errorf("workflow %s: %w", id, err)
+	}
+	return nil
+}
+
+func (e *benchEnv) bare(name string) {
+	r, err := e.tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{TaskQueue: benchBareQueue}, name)
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	if err := r.Get(context.Background(), nil); err != nil {
+		e.b.Fatal(err)
+	}
+}
+
+// ab measures a and b alternately, samples times each, after one warm-up
+// of each.
+func ab(samples int, a, b func() float64) (as, bs []float64) {
+	a()
+	b()
+	for i := 0; i < samples; i++ {
+		as = append(as, a())
+		bs = append(bs, b())
+	}
+	return as, bs
+}
+
+func ratios(as, bs []float64) []float64 {
+	out := make([]float64, len(as))
+	for i := range as {
+		out[i] = as[i] / bs[i]
+	}
+	return out
+}
+
+// stepOverhead: HTTP start → terminal of a job of benchSteps `true` steps,
+// minus their fork/exec, per step; bare: a workflow of as many activities.
+func (e *benchEnv) stepOverhead(db string, goalRatio float64) {
+	lf := func() float64 {
+		t0 := time.Now()
+		m := e.post("/jobs/steps/runs", "application/json", nil, 201)
+		e.waitWorkflow(run.JobRunWorkflowID(m["id"].(string)))
+		return (ms(time.Since(t0)) - benchSteps*e.forkMs) / benchSteps
+	}
+	bare := func() float64 {
+		t0 := time.Now()
+		e.bare("BenchBareSteps")
+		return (ms(time.Since(t0)) - benchSteps*e.forkMs) / benchSteps
+	}
+	as, bs := ab(benchSamples, lf, bare)
+	r := summarize(ratios(as, bs))
+	e.rows = append(e.rows, benchRow{
+		measure: fmt.Sprintf("step overhead, HTTP start → terminal, %d `true` steps, minus fork/exec (%.2f ms), %s", benchSteps, e.forkMs, db),
+		now:     fmt.Sprintf("%s ms (bare %s ms: %.2f× (%.2f–%.2f))", summarize(as), summarize(bs), r.med, r.lo, r.hi),
+		goal:    fmt.Sprintf("≤ %.1f× bare", goalRatio), ratio: r.med / goalRatio})
+}
+
+// lineWall: one 3-stage line of one-step jobs, POST → manager done; bare:
+// three child workflows of one activity.
+func (e *benchEnv) lineWall() {
+	lf := func() float64 {
+		t0 := time.Now()
+		m := e.post("/factory/lines/three/runs", "application/json", nil, 201)
+		e.waitWorkflow(run.LineRunWorkflowID(m["id"].(string)))
+		return ms(time.Since(t0))
+	}
+	bare := func() float64 {
+		t0 := time.Now()
+		e.bare("BenchBareThree")
+		return ms(time.Since(t0))
+	}
+	as, bs := ab(benchSamples, lf, bare)
+	r := summarize(ratios(as, bs))
+	a := summarize(as)
+	e.rows = append(e.rows, benchRow{measure: "one 3-stage line of `true` jobs, wall time",
+		now:  fmt.Sprintf("%s ms (bare %s ms: %.2f× (%.2f–%.2f))", a, summarize(bs), r.med, r.lo, r.hi),
+		goal: "≤ 3× bare, ≤ 300 ms", ratio: max(r.med/3, a.med/300)})
+	e.checkTurns()
+}
+
+// checkTurns: a finished 3-stage line still lists a turn per stage.
+func (e *benchEnv) checkTurns() {
+	m := e.post("/factory/lines/three/runs", "application/json", nil, 201)
+	id := m["id"].(string)
+	e.waitWorkflow(run.LineRunWorkflowID(id))
+	_, out := e.call("GET", "/factory/line-runs/"+id, "", nil)
+	var rec struct {
+		Status       string `json:"status"`
+		ManagerTurns []any  `json:"manager_turns"`
+	}
+	if err := json.Unmarshal(out, &rec); err != nil || rec.Status != "succeeded" || len(rec.ManagerTurns) < 3 {
+		e.b.Fatalf("line run %s: %s", id, out)
+	}
+}
+
+// lineThroughput: benchLines line runs at once, runs/s; bare the same.
+func (e *benchEnv) lineThroughput() {
+	many := func(start func() (string, error)) float64 {
+		t0 := time.Now()
 		var wg sync.WaitGroup
-		for _, id := range ids {
+		errs := make(chan error, benchLines)
+		for i := 0; i < benchLines; i++ {
 			wg.Add(1)
-			go func(id string) {
+			go func() {
 				defer wg.Done()
-				if err := c.GetWorkflow(context.Background(), id, "").Get(context.Background(), nil); err != nil {
-					b.Error(err)
+				id, err := start()
+				if err == nil {
+					err = e.workflowDone(id)
 				}
-			}(id)
-		}
-		wg.Wait()
-	}
-	runLines := func() time.Duration {
-		start := time.Now()
-		ids := make([]string, n)
-		var wg sync.WaitGroup
-		for i := range ids {
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
-				_, m := d.call("POST", "/factory/lines/three/runs", "application/json", nil)
-				ids[i], _ = m["id"].(string)
-			}(i)
-		}
-		wg.Wait()
-		wids := make([]string, n)
-		for i, id := range ids {
-			wids[i] = run.LineRunWorkflowID(id)
-		}
-		waitAll(wids)
-		elapsed := time.Since(start)
-		for _, id := range ids {
-			if _, run := d.call("GET", "/factory/line-runs/"+id, "", nil); run["status"] != "succeeded" {
-				b.Fatalf("line run %v", run)
-			}
-		}
-		return elapsed
-	}
-	runBare := func() time.Duration {
-		start := time.Now()
-		ids := make([]string, n)
-		var wg sync.WaitGroup
-		for i := range ids {
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
-				r, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{TaskQueue: "bench-bare"}, "BenchBareThree")
 				if err != nil {
-					b.Error(err)
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			e.b.Fatal(err)
+		}
+		return benchLines / time.Since(t0).Seconds()
+	}
+	lf := func() float64 {
+		return many(func() (string, error) {
+			code, out := e.call("POST", "/factory/lines/three/runs", "application/json", nil)
+			var m struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal(out, &m); err != nil || code != 201 {
+				return "", fmt.Errorf("start line run: %d %s", code, out)
+			}
+			return run.LineRunWorkflowID(m.ID), nil
+		})
+	}
+	bare := func() float64 {
+		return many(func() (string, error) {
+			r, err := e.tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{TaskQueue: benchBareQueue}, "BenchBareThree")
+			if err != nil {
+				return "", err
+			}
+			return r.GetID(), nil
+		})
+	}
+	as, bs := ab(benchSamples, lf, bare)
+	r := summarize(ratios(as, bs))
+	e.rows = append(e.rows, benchRow{measure: fmt.Sprintf("line runs/s, %d concurrent, vs bare Temporal", benchLines),
+		now:  fmt.Sprintf("%.2f× (%.2f–%.2f); %s vs bare %s runs/s", r.med, r.lo, r.hi, summarize(as), summarize(bs)),
+		goal: "≥ 0.8×", ratio: 0.8 / r.med})
+}
+
+// load GETs path from conns clients for benchLoadFor and returns req/s,
+// p50 and p99 in ms.
+func (e *benchEnv) load(conns int, path func(i int) string) (float64, float64, float64) {
+	var (
+		mu   sync.Mutex
+		lat  []float64
+		n    atomic.Int64
+		wg   sync.WaitGroup
+		fail atomic.Value
+	)
+	deadline := time.Now().Add(benchLoadFor)
+	t0 := time.Now()
+	for c := 0; c < conns; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			var mine []float64
+			for i := 0; time.Now().Before(deadline); i++ {
+				req, _ := http.NewRequest("GET", e.base+path(c*1000003+i), nil)
+				req.Header.Set("Authorization", "Bearer "+e.token)
+				s := time.Now()
+				resp, err := e.http.Do(req)
+				if err != nil {
+					fail.Store(err.Error())
 					return
 				}
-				ids[i] = r.GetID()
-			}(i)
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					fail.Store(fmt.Sprintf("GET: %d", resp.StatusCode))
+					return
+				}
+				mine = append(mine, ms(time.Since(s)))
+				n.Add(1)
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}(c)
+	}
+	wg.Wait()
+	if f := fail.Load(); f != nil {
+		e.b.Fatalf("load: %v", f)
+	}
+	el := time.Since(t0).Seconds()
+	slices.Sort(lat)
+	return float64(n.Load()) / el, lat[len(lat)/2], lat[len(lat)*99/100]
+}
+
+// reads: API read throughput and latency on PostgreSQL, and listing latency
+// with benchListRows rows of other lines in the table.
+func (e *benchEnv) reads(dsn string) {
+	// Records to read: a finished job run and line run.
+	m := e.post("/jobs/one/runs", "application/json", nil, 201)
+	jr := m["id"].(string)
+	e.waitWorkflow(run.JobRunWorkflowID(jr))
+	lrs := make([]string, 0, 60)
+	for i := 0; i < 60; i++ { // a full page of the line's runs
+		m := e.post("/factory/lines/three/runs", "application/json", nil, 201)
+		lrs = append(lrs, m["id"].(string))
+	}
+	for _, id := range lrs {
+		e.waitWorkflow(run.LineRunWorkflowID(id))
+	}
+	lr := lrs[0]
+	for _, g := range []struct{ name, path string }{{"GET /job-runs/{id}", "/job-runs/" + jr}, {"GET /factory/line-runs/{id}", "/factory/line-runs/" + lr}} {
+		rps, p50, p99 := e.load(benchConns, func(int) string { return g.path })
+		e.rows = append(e.rows, benchRow{measure: fmt.Sprintf("%s, %d clients, PostgreSQL", g.name, benchConns),
+			now:  fmt.Sprintf("%.0f req/s, p50 %.1f ms, p99 %.1f ms", rps, p50, p99),
+			goal: "≥ 5,000 req/s, p99 ≤ 10 ms", ratio: max(5000/rps, p99/10)})
+	}
+	list := func(int) string { return "/factory/lines/three/runs" }
+	_, small, _ := e.load(1, list)
+	e.fillLineRuns(dsn, benchListRows)
+	_, p50, _ := e.load(1, list)
+	rps, _, p99 := e.load(benchConns, list)
+	e.rows = append(e.rows, benchRow{measure: fmt.Sprintf("GET /factory/lines/{name}/runs (50 of %d) with %d rows in the table", len(lrs), benchListRows),
+		now:  fmt.Sprintf("p50 %.1f ms at 1 client (%.1f ms with %d rows: %.2f×), %.0f req/s and p99 %.1f ms at %d", p50, small, len(lrs)+1, p50/small, rps, p99, benchConns),
+		goal: "p50 ≤ 2 ms, flat in table size", ratio: max(p50/2, p50/small)})
+}
+
+// fillLineRuns adds n line runs of another line, each a copy of an existing
+// run's document, in one statement.
+func (e *benchEnv) fillLineRuns(dsn string, n int) {
+	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	defer func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
 		}
-		wg.Wait()
-		waitAll(ids)
-		return time.Since(start)
+	}()
+	err = db.Exec(`INSERT INTO line_runs (id, line_name, status, trigger_source, delivery_id, created_at, doc)
+		SELECT 'lr_fill' || g, 'other-' || (g % 50), status, trigger_source, '', now() - g * interval '1 second', doc
+		FROM generate_series(1, ?) g, (SELECT * FROM line_runs LIMIT 1) r`, n).Error
+	if err != nil {
+		e.b.Fatal(err)
 	}
-	runLines()
-	runBare() // warm up both
-	b.ResetTimer()
-	var lineTime, bareTime time.Duration
-	for i := 0; i < b.N; i++ {
-		lineTime += runLines()
-		bareTime += runBare()
+	if err := db.Exec("ANALYZE line_runs").Error; err != nil {
+		e.b.Fatal(err)
 	}
-	lineRate := float64(n*b.N) / lineTime.Seconds()
-	bareRate := float64(n*b.N) / bareTime.Seconds()
-	b.ReportMetric(lineRate, "line-runs/s")
-	b.ReportMetric(bareRate, "bare-runs/s")
-	b.ReportMetric(lineRate/bareRate, "ratio")
+}
+
+// benchSchema makes a fresh schema for the PostgreSQL store.
+func benchSchema(b *testing.B, dsn string) string {
+	schema := fmt.Sprintf("bench_%d", time.Now().UnixNano())
+	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := db.Exec("CREATE SCHEMA " + schema).Error; err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = db.Exec("DROP SCHEMA " + schema + " CASCADE").Error
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func (e *benchEnv) print() {
+	load, _ := os.ReadFile("/proc/loadavg")
+	cpu := "unknown CPU"
+	if info, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	fmt.Printf("\nmake bench, %s, %d × %s, load average %s (at the end)\n", time.Now().UTC().Format("2006-01-02 15:04 MST"),
+		goruntime.NumCPU(), cpu, strings.Join(strings.Fields(string(load))[:3], " "))
+	fmt.Println("| measure | now | goal | ratio to goal (≤ 1 meets it) |")
+	fmt.Println("|---|---|---|---|")
+	for _, r := range e.rows {
+		fmt.Printf("| %s | %s | %s | %.2f |\n", r.measure, r.now, r.goal, r.ratio)
+	}
+	fmt.Println()
 }
