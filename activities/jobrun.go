@@ -482,6 +482,12 @@ type templateError struct{ err error }
 func (e *templateError) Error() string { return e.err.Error() }
 
 func (a *Activities) updateStep(ctx context.Context, in RunStepInput, change func(*store.StepTimelineEntry)) {
+	if st, ok := a.Store.(stepPatcher); ok {
+		if err := st.UpdateJobRunStep(ctx, in.RunID, in.Task, in.Step, change); err != nil && a.Logger != nil {
+			a.Logger.Warn("update step timeline", slog.String("run_id", in.RunID), slog.String("error", err.Error()))
+		}
+		return
+	}
 	_, err := a.Store.UpdateJobRun(ctx, in.RunID, func(r *store.JobRun) error {
 		for i := range r.StepTimeline {
 			if e := &r.StepTimeline[i]; e.TaskName == in.Task && e.Name == in.Step {

@@ -1,0 +1,14 @@
+package activities
+
+import (
+	"context"
+
+	"github.com/linefactory/linefactory/store"
+)
+
+// stepPatcher is a store that records a step's start and end as a small
+// write of its timeline entry (store.Store does); other stores get the
+// whole-run UpdateJobRun.
+type stepPatcher interface {
+	UpdateJobRunStep(ctx context.Context, runID, task, step string, change func(*store.StepTimelineEntry)) error
+}
