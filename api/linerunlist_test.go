@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/store/storetest"
 )
@@ -19,6 +20,7 @@ func TestLineRunListItems(t *testing.T) {
 		ctx := context.Background()
 		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 		s := func(v string) *string { return &v }
+		failed := run.StageFailed
 		var runs []store.LineRun
 		for i := 0; i < 2; i++ {
 			r, err := st.CreateLineRun(ctx, store.LineRun{LineName: "l", Status: "failed", CreatedAt: now.Add(time.Duration(i) * time.Second), LineVersionID: s("lv_1"),
@@ -27,7 +29,7 @@ func TestLineRunListItems(t *testing.T) {
 				Stages:       []store.LineRunStage{{StageName: "a", StageOrder: 1, Iteration: 1, Status: "failed", JobRunID: s("jr_1"), StartedAt: &now}},
 				Transitions:  []store.TakenTransition{{ID: "t", From: "a", To: "b", Iteration: 1, TakenAt: now}},
 				StageOutputs: map[string]map[string]any{"a": {"o": 1.0}}, WorkflowID: "linerun/x", RetryOf: s("lr_0"), StopReason: s("why"),
-				Failure: &store.LineRunFailure{Code: s("stage_failed"), Domain: "job"}, StartedAt: &now})
+				Failure: &store.LineRunFailure{Code: &failed, Domain: "job"}, StartedAt: &now})
 			if err != nil {
 				t.Fatal(err)
 			}
