@@ -34,9 +34,10 @@ test:
 	$(GO) test -race -count=1 -timeout 20m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 40m $(SERVER_PKGS)
 
-## bench: orchestration benchmarks (see README for the figures)
+## bench: what users feel, Linefactory against bare Temporal in one process (see README, Performance)
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 40m ./...
+	@if [ -z "$$FACTORY_TEST_POSTGRES_DSN" ]; then echo "NOTE: FACTORY_TEST_POSTGRES_DSN is unset: the PostgreSQL rows are skipped"; fi
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./cmd/factoryd/
 
 ## lint: go vet, staticcheck and workflowcheck (pinned versions)
 lint:

@@ -179,7 +179,7 @@ func (e *benchEnv) serve(dataDir, dsn, temporalAddr string) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- serve(ctx, cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)), ready) }()
+	go func() { done <- serve(ctx, cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)), ready, nil) }()
 	select {
 	case addr := <-ready:
 		e.base = "http://" + addr
