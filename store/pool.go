@@ -12,8 +12,8 @@ import (
 
 // Pool sizes the store's connection pools.
 type Pool struct {
-	// MaxOpenConns caps the PostgreSQL connections (and the SQLite read
-	// connections); MaxIdleConns is how many of them stay open while idle.
+	// MaxOpenConns caps the PostgreSQL connections; MaxIdleConns is how
+	// many connections of a pool stay open while idle.
 	// Go's default of 2 idle connections makes a busy API open and close a
 	// backend per request.
 	MaxOpenConns int
