@@ -77,6 +77,12 @@ func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs) ([]string, error
 	args = append(args, systemView()...)
 	args = append(args, "--proc", "/proc", "--dev", "/dev", "--bind", l.tmpDir(sb.Name), "/tmp", "--bind", sb.Root, insideRoot,
 		"--dir", "/var/tmp")
+	for _, b := range p.binds[1:] { // [0] is the workspace
+		if err := chownTree(b[0], sb.HostUID); err != nil {
+			return nil, err
+		}
+		args = append(args, "--bind", b[0], b[1])
+	}
 	for _, f := range []struct {
 		path    string
 		content []byte

@@ -147,6 +147,11 @@ type ExecRequest struct {
 	Argv    []string
 	Workdir string // relative to the workspace
 	Env     map[string]string
+	// Binds are host directories the command sees (isolated: read-write at
+	// the path given; their files are given to the sandbox's user). Host
+	// paths under them, and under the workspace, in Argv and Env are
+	// rewritten to where the command sees them.
+	Binds map[string]string
 	// User is the user the command runs as inside the sandbox ("" for an
 	// unprivileged default; see stepUser).
 	User    string
