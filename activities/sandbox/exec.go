@@ -40,6 +40,7 @@ type execPlan struct {
 	offline   bool
 	outputs   [][2]string // output files: where they go on the host, where the command wrote them
 	binds     [][2]string // host directory, where the command sees it
+	readOnly  []string    // host files seen read-only at their path
 	uid       int         // the user inside the sandbox
 	passwd    []byte
 	group     []byte
@@ -113,7 +114,7 @@ func (l *Local) plan(sb Sandbox, req ExecRequest) (*execPlan, error) {
 	if err := mkdirOwned(sb.Root, dir, sb.HostUID); err != nil {
 		return nil, errorf(CodeFileOperation, err, "workdir %q", req.Workdir)
 	}
-	p := &execPlan{argv: append([]string(nil), req.Argv...), dir: dir, offline: !sb.InternetEnabled && !req.Network}
+	p := &execPlan{argv: append([]string(nil), req.Argv...), dir: dir, readOnly: req.ReadOnly, offline: !sb.InternetEnabled && !req.Network}
 	if len(p.argv) == 1 {
 		p.argv = []string{"/bin/sh", "-c", p.argv[0]}
 	}

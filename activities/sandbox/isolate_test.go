@@ -156,3 +156,20 @@ func fileUID(t *testing.T, path string) int {
 	}
 	return int(st.Sys().(*syscall.Stat_t).Uid)
 }
+
+func TestIsolatedReadOnlyHarnessFile(t *testing.T) {
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "harness"})
+	script := filepath.Join(t.TempDir(), "harness.sh") // under a 0700 directory
+	if err := os.WriteFile(script, []byte("echo harness ran\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, ReadOnly: []string{script}, Argv: []string{"sh", script}})
+	if res.ExitCode != 0 || !strings.Contains(out, "harness ran") {
+		t.Fatalf("exit %d: %s", res.ExitCode, out)
+	}
+	res, out = run(t, l, ExecRequest{Sandbox: sb.Name, ReadOnly: []string{script}, Argv: []string{"sh", "-c", "echo x >> " + script}})
+	if res.ExitCode == 0 {
+		t.Fatalf("the harness file is writable: %s", out)
+	}
+}

@@ -152,6 +152,10 @@ type ExecRequest struct {
 	// paths under them, and under the workspace, in Argv and Env are
 	// rewritten to where the command sees them.
 	Binds map[string]string
+	// ReadOnly are host files (the server configuration's harness scripts,
+	// never a step's choice) an isolated command sees read-only at their
+	// own path.
+	ReadOnly []string
 	// User is the user the command runs as inside the sandbox ("" for an
 	// unprivileged default; see stepUser).
 	User    string
