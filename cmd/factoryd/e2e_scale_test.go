@@ -109,9 +109,7 @@ func startScaleCluster(t testing.TB, workers int, extraEnv ...string) *scaleClus
 }
 
 func (c *scaleCluster) env(dataDir string) []string {
-	// steps report their workspace's host path (pwd) to name their worker,
-	// which an isolated sandbox does not see (it is /workspace there)
-	return append(os.Environ(), "FACTORY_SANDBOX_ISOLATION=none", "FACTORYD_E2E_CHILD=1", "FACTORY_DATA_DIR="+dataDir, "FACTORY_BOOTSTRAP_TOKEN="+e2eToken,
+	return append(os.Environ(), "FACTORYD_E2E_CHILD=1", "FACTORY_DATA_DIR="+dataDir, "FACTORY_BOOTSTRAP_TOKEN="+e2eToken,
 		"FACTORY_DATABASE_URL="+c.dsn, "TEMPORAL_ADDRESS="+c.temporal, "FACTORY_SNAPSHOT_URL="+c.snapshot,
 		"FACTORY_LOG_LEVEL=warn",
 		// Steps report their working directory on the host (an isolated
