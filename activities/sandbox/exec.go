@@ -24,7 +24,7 @@ import (
 const OutputEnv = "SVC_OUTPUT"
 
 // outputEnvs name files a command writes for the caller.
-var outputEnvs = map[string]bool{OutputEnv: true, "SVC_ARTIFACTS": true}
+var outputEnvs = map[string]bool{OutputEnv: true}
 
 // maxOutputCopy bounds what is copied back of a step's output file (the
 // caller enforces its own, smaller cap on the copy).
