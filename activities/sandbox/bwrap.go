@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -77,6 +78,23 @@ func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs) ([]string, error
 	args = append(args, systemView()...)
 	args = append(args, "--proc", "/proc", "--dev", "/dev", "--bind", l.tmpDir(sb.Name), "/tmp", "--bind", sb.Root, insideRoot,
 		"--dir", "/var/tmp")
+	for _, f := range p.readOnly {
+		f = filepath.Clean(f)
+		var parents []string
+		for d := filepath.Dir(f); d != "/" && d != "."; d = filepath.Dir(d) {
+			parents = append([]string{d}, parents...)
+		}
+		for _, d := range parents { // traversable whatever the umask
+			args = append(args, "--perms", "0755", "--dir", d)
+		}
+		args = append(args, "--ro-bind", f, f)
+	}
+	for _, b := range p.binds[1:] { // [0] is the workspace
+		if err := chownTree(b[0], sb.HostUID); err != nil {
+			return nil, err
+		}
+		args = append(args, "--bind", b[0], b[1])
+	}
 	for _, f := range []struct {
 		path    string
 		content []byte

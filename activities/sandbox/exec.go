@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,8 +19,12 @@ import (
 
 // OutputEnv is the variable that names a step's output file. Under
 // isolation the driver gives the command a path in its own /tmp instead
-// and moves what it wrote to the host path asked for once it has ended.
+// (for every variable of outputEnvs) and moves what it wrote to the host
+// path asked for once it has ended.
 const OutputEnv = "SVC_OUTPUT"
+
+// outputEnvs name files a command writes for the caller.
+var outputEnvs = map[string]bool{OutputEnv: true}
 
 // maxOutputCopy bounds what is copied back of a step's output file (the
 // caller enforces its own, smaller cap on the copy).
@@ -33,9 +38,10 @@ type execPlan struct {
 	insideDir string   // the working directory as the command sees it
 	env       []string
 	offline   bool
-	outHost   string // where the output file goes on the host ("" = none)
-	outLocal  string // the output file on the host, as the command wrote it
-	uid       int    // the user inside the sandbox
+	outputs   [][2]string // output files: where they go on the host, where the command wrote them
+	binds     [][2]string // host directory, where the command sees it
+	readOnly  []string    // host files seen read-only at their path
+	uid       int         // the user inside the sandbox
 	passwd    []byte
 	group     []byte
 }
@@ -65,9 +71,9 @@ func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if p.outHost != "" {
-		if err := copyOutput(p.outLocal, p.outHost); err != nil {
-			return res, errorf(CodeFileOperation, err, "collect $%s", OutputEnv)
+	for _, o := range p.outputs {
+		if err := copyOutput(o[1], o[0]); err != nil {
+			return res, errorf(CodeFileOperation, err, "collect the output file %s", o[0])
 		}
 	}
 	if cur, err := l.load(sb.Name); err == nil {
@@ -108,7 +114,7 @@ func (l *Local) plan(sb Sandbox, req ExecRequest) (*execPlan, error) {
 	if err := mkdirOwned(sb.Root, dir, sb.HostUID); err != nil {
 		return nil, errorf(CodeFileOperation, err, "workdir %q", req.Workdir)
 	}
-	p := &execPlan{argv: req.Argv, dir: dir, offline: !sb.InternetEnabled && !req.Network}
+	p := &execPlan{argv: append([]string(nil), req.Argv...), dir: dir, readOnly: req.ReadOnly, offline: !sb.InternetEnabled && !req.Network}
 	if len(p.argv) == 1 {
 		p.argv = []string{"/bin/sh", "-c", p.argv[0]}
 	}
@@ -124,13 +130,22 @@ func (l *Local) plan(sb Sandbox, req ExecRequest) (*execPlan, error) {
 	}
 	p.env = []string{"PATH=" + pathList, "HOME=" + home, "LANG=C.UTF-8", "SANDBOX_NAME=" + sb.Name, "TMPDIR=/tmp",
 		markerEnv + "=" + l.marker(sb.Name)}
+	if l.isolated() {
+		p.binds = append([][2]string{{sb.Root, insideRoot}}, sortedBinds(req.Binds)...)
+		for i := range p.argv {
+			p.argv[i] = p.inside(p.argv[i])
+		}
+	}
 	for _, m := range []map[string]string{sb.Env, req.Env} {
 		for k, v := range m {
-			if k == OutputEnv && l.isolated() && filepath.IsAbs(v) && v != os.DevNull {
-				p.outHost = v
-				p.outLocal = filepath.Join(l.tmpDir(sb.Name), filepath.Base(v))
-				_ = os.Remove(p.outLocal)
+			if outputEnvs[k] && l.isolated() && filepath.IsAbs(v) && v != os.DevNull && p.inside(v) == v {
+				local := filepath.Join(l.tmpDir(sb.Name), filepath.Base(v))
+				_ = os.Remove(local)
+				p.outputs = append(p.outputs, [2]string{v, local})
 				v = "/tmp/" + filepath.Base(v)
+			}
+			if l.isolated() {
+				v = p.inside(v)
 			}
 			p.env = append(p.env, k+"="+v)
 		}
@@ -453,4 +468,24 @@ func copyOutput(local, host string) error {
 		err = cerr
 	}
 	return err
+}
+
+// sortedBinds lists binds longest host path first (the most specific
+// rewrite wins).
+func sortedBinds(m map[string]string) [][2]string {
+	out := make([][2]string, 0, len(m))
+	for h, in := range m {
+		out = append(out, [2]string{filepath.Clean(h), in})
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i][0]) > len(out[j][0]) })
+	return out
+}
+
+// inside rewrites host paths under a bound directory (anywhere in s) to
+// where the command sees them.
+func (p *execPlan) inside(s string) string {
+	for _, b := range p.binds {
+		s = strings.ReplaceAll(s, b[0], b[1])
+	}
+	return s
 }

@@ -113,12 +113,13 @@ func TestIsolatedStopKillsEverything(t *testing.T) {
 	sb := acquire(t, l, Spec{Name: "stop", MemoryMB: 64, InternetEnabled: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	t.Logf("attack/command: setsid sleep 613 & sleep 612")
-	_, err := l.Exec(ctx, ExecRequest{Sandbox: sb.Name, Argv: []string{"setsid sleep 613 & sleep 612"}})
+	marker := "sleep " + strconv.Itoa(1000+os.Getpid()%100000) // unique on this host
+	t.Logf("attack/command: setsid %s & sleep 612", marker)
+	_, err := l.Exec(ctx, ExecRequest{Sandbox: sb.Name, Argv: []string{"setsid " + marker + " & sleep 612"}})
 	if err == nil {
 		t.Fatal("the stopped command did not report its stop")
 	}
-	if pids := hostPids("sleep 613"); len(pids) > 0 {
+	if pids := hostPids(marker); len(pids) > 0 {
 		t.Fatalf("a setsid process survived the stop: %v", pids)
 	}
 	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{`sh -c "sh -c 'python3 -c \"b = bytearray(300 << 20); print(len(b))\"'"`}})
@@ -154,4 +155,21 @@ func fileUID(t *testing.T, path string) int {
 		t.Fatal(err)
 	}
 	return int(st.Sys().(*syscall.Stat_t).Uid)
+}
+
+func TestIsolatedReadOnlyHarnessFile(t *testing.T) {
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "harness"})
+	script := filepath.Join(t.TempDir(), "harness.sh") // under a 0700 directory
+	if err := os.WriteFile(script, []byte("echo harness ran\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, ReadOnly: []string{script}, Argv: []string{"sh", script}})
+	if res.ExitCode != 0 || !strings.Contains(out, "harness ran") {
+		t.Fatalf("exit %d: %s", res.ExitCode, out)
+	}
+	res, out = run(t, l, ExecRequest{Sandbox: sb.Name, ReadOnly: []string{script}, Argv: []string{"sh", "-c", "echo x >> " + script}})
+	if res.ExitCode == 0 {
+		t.Fatalf("the harness file is writable: %s", out)
+	}
 }

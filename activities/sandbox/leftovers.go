@@ -92,11 +92,6 @@ func (l *Local) ownerOf(pid int) (string, bool) {
 	return "", false
 }
 
-func (l *Local) ownedByLiveWorker(pid int) bool {
-	owner, ok := l.ownerOf(pid)
-	return ok && alive(owner)
-}
-
 // killLeftGroup kills the commands in a sandbox's cgroup whose worker is
 // gone (their group is named after it) and removes the emptied groups.
 func (l *Local) killLeftGroup(group string) []int {

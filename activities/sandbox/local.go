@@ -232,20 +232,7 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 		return Sandbox{}, fmt.Errorf("sandbox %q is being provisioned by another attempt", name) // retryable
 	}
 	defer l.setBuilding(name, false)
-	now := l.Now().UTC()
-	sb := Sandbox{Name: name, Root: filepath.Join(l.dir(name), "workspace"), State: StateProvisioning, Image: spec.Image,
-		Vcpus: spec.Vcpus, MemoryMB: spec.MemoryMB, InternetEnabled: spec.InternetEnabled, Env: spec.Env,
-		Lifecycle: spec.Lifecycle, CreatedAt: now, LastActiveAt: now, Created: true, ProvisionKey: spec.Key, Mode: spec.Mode,
-		Isolation: l.isolation, CgroupName: l.groupPrefix + "-" + name,
-		LimitsApplied: map[string]string{
-			"disk_gb":   "recorded, not enforced by the local driver",
-			"image":     "recorded: the local driver shows the host's system directories read-only",
-			"isolation": isolationNote(l.isolation),
-		},
-	}
-	if l.isolated() {
-		sb.HostUID = hostUID(sb.CgroupName)
-	}
+	sb := l.newSandbox(name, spec)
 	fail := func(err error) (Sandbox, error) {
 		l.signalAll(name, syscall.SIGKILL)
 		removeCgroups(sb)
@@ -271,6 +258,43 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 	if err := l.save(sb); err != nil {
 		return fail(err)
 	}
+	if err := l.provision(ctx, sb, spec); err != nil {
+		return fail(err)
+	}
+	cur, err := l.load(name)
+	if err != nil {
+		return fail(err)
+	}
+	cur.State = StateRunning
+	if err := l.save(cur); err != nil {
+		return fail(err)
+	}
+	cur.Created = true
+	return cur, nil
+}
+
+// newSandbox describes a sandbox about to be made.
+func (l *Local) newSandbox(name string, spec Spec) Sandbox {
+	now := l.Now().UTC()
+	sb := Sandbox{Name: name, Root: filepath.Join(l.dir(name), "workspace"), State: StateProvisioning, Image: spec.Image,
+		Vcpus: spec.Vcpus, MemoryMB: spec.MemoryMB, InternetEnabled: spec.InternetEnabled, Env: spec.Env,
+		Lifecycle: spec.Lifecycle, CreatedAt: now, LastActiveAt: now, Created: true, ProvisionKey: spec.Key, Mode: spec.Mode,
+		Isolation: l.isolation, CgroupName: l.groupPrefix + "-" + name,
+		LimitsApplied: map[string]string{
+			"disk_gb":   "recorded, not enforced by the local driver",
+			"image":     "recorded: the local driver shows the host's system directories read-only",
+			"isolation": isolationNote(l.isolation),
+		},
+	}
+	if l.isolated() {
+		sb.HostUID = hostUID(sb.CgroupName)
+	}
+	return sb
+}
+
+// provision fills a new sandbox: the snapshot, the sources, the setup
+// scripts (with the network and the params' variables).
+func (l *Local) provision(ctx context.Context, sb Sandbox, spec Spec) error {
 	if spec.SnapshotName != "" {
 		archive, done, err := l.snapshotArchive(ctx, spec.SnapshotName)
 		if err == nil {
@@ -281,7 +305,7 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 			err = chownTree(sb.Root, sb.HostUID)
 		}
 		if err != nil {
-			return fail(errorf(CodeProvisioningFailed, err, "restore snapshot %q", spec.SnapshotName))
+			return errorf(CodeProvisioningFailed, err, "restore snapshot %q", spec.SnapshotName)
 		}
 	}
 	for i, src := range spec.Sources {
@@ -298,16 +322,16 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 			dest = filepath.Join(insideRoot, target)
 		}
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		err = l.clone(ctx, sb, append(args, "--", src.RepoURL, dest))
 		if err != nil {
-			return fail(errorf(CodeProvisioningFailed, err, "clone sources[%d] %s", i, src.RepoURL))
+			return errorf(CodeProvisioningFailed, err, "clone sources[%d] %s", i, src.RepoURL)
 		}
 	}
 	for i, sc := range spec.SetupScripts {
 		var out bytes.Buffer
-		res, err := l.Exec(ctx, ExecRequest{Sandbox: name, Argv: []string{sc.Script}, Env: spec.SetupEnv, Stdout: &out, Stderr: &out, Network: true})
+		res, err := l.Exec(ctx, ExecRequest{Sandbox: sb.Name, Argv: []string{sc.Script}, Env: spec.SetupEnv, Stdout: &out, Stderr: &out, Network: true})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit %d: %s", res.ExitCode, tail(out.String()))
 		}
@@ -316,19 +340,10 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 			if label == "" {
 				label = fmt.Sprintf("setup_scripts[%d]", i)
 			}
-			return fail(errorf(CodeProvisioningFailed, err, "setup script %s failed", label))
+			return errorf(CodeProvisioningFailed, err, "setup script %s failed", label)
 		}
 	}
-	cur, err := l.load(name)
-	if err != nil {
-		return fail(err)
-	}
-	cur.State = StateRunning
-	if err := l.save(cur); err != nil {
-		return fail(err)
-	}
-	cur.Created = true
-	return cur, nil
+	return nil
 }
 
 func tail(s string) string {

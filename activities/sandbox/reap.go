@@ -62,3 +62,11 @@ func (l *Local) Reap(ctx context.Context, now time.Time) (ReapReport, error) {
 	}
 	return rep, nil
 }
+
+// WaitIdle waits until no command runs in the sandbox, at most limit.
+func (l *Local) WaitIdle(ctx context.Context, name string, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for l.busy(name) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -2,18 +2,25 @@
 // driver, which gives each sandbox a workspace directory on this machine.
 //
 // Invariants:
+//   - Isolated (the default, bwrap), a command sees only a read-only system
+//     view, its workspace (/workspace) and its own /tmp, runs as the
+//     sandbox's own unprivileged host uid in new user, mount, PID, IPC,
+//     UTS and network namespaces, and reaches nothing of the host: offline
+//     nothing at all, online (and for sources and setup scripts) the
+//     internet through slirp4netns, never the host's loopback, addresses or
+//     private ranges. Without a host that can isolate, NewLocal fails;
+//     IsolationNone is the operator's explicit choice.
 //   - Paths never escape a sandbox's workspace: workdirs are resolved (with
 //     symlinks) and rejected if they leave it.
-//   - Every command runs in its own process group; cancellation, timeout,
+//   - Every command is in its cgroup before it runs; cancellation, timeout,
 //     pause and delete act on the whole group, and Exec returns only when the
-//     group is gone, so no orphan outlives its step.
-//   - internet_enabled = false runs step commands in a fresh network
-//     namespace, or fails with SANDBOX_PROVISIONING_FAILED: it is never
-//     silently ignored. Provisioning (git sources, setup scripts) runs with
-//     the host's network.
-//   - Step processes die with the worker (Pdeathsig) and carry a marker in
-//     their environment, so a restarted worker kills what a crashed one left
-//     behind (KillLeftovers).
+//     group is gone, so no orphan (not even a setsid one) outlives its step.
+//     Groups exist only while a command runs.
+//   - internet_enabled = false is never silently ignored: a sandbox that
+//     cannot be cut off fails with SANDBOX_PROVISIONING_FAILED.
+//   - Step processes die with the worker (Pdeathsig, --die-with-parent) and
+//     carry a marker in their environment, so a restarted worker kills what
+//     a crashed one left behind (KillLeftovers).
 //   - A non-zero exit is a result (ExecResult.ExitCode), not an error; an
 //     error means the command could not be run or the sandbox failed.
 package sandbox
@@ -140,6 +147,15 @@ type ExecRequest struct {
 	Argv    []string
 	Workdir string // relative to the workspace
 	Env     map[string]string
+	// Binds are host directories the command sees (isolated: read-write at
+	// the path given; their files are given to the sandbox's user). Host
+	// paths under them, and under the workspace, in Argv and Env are
+	// rewritten to where the command sees them.
+	Binds map[string]string
+	// ReadOnly are host files (the server configuration's harness scripts,
+	// never a step's choice) an isolated command sees read-only at their
+	// own path.
+	ReadOnly []string
 	// User is the user the command runs as inside the sandbox ("" for an
 	// unprivileged default; see stepUser).
 	User    string

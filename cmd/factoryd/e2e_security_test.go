@@ -166,12 +166,13 @@ func TestHostileSteps(t *testing.T) {
 		}
 	})
 	t.Run("setsid survives a stop", func(t *testing.T) {
-		script := "setsid sleep 617 & sleep 616"
+		marker := "sleep " + strconv.Itoa(1000+os.Getpid()%100000) // unique on this host
+		script := "setsid " + marker + " & sleep 616"
 		t.Logf("attack survivor: %s", script)
 		d.deploy("survivor", hostileJob("survivor", script, ""))
 		id := d.start("survivor", nil)
 		deadline := time.Now().Add(60 * time.Second)
-		for len(processesWith("sleep 617")) == 0 {
+		for len(processesWith(marker)) == 0 {
 			if time.Now().After(deadline) {
 				t.Fatal("the step never started")
 			}
@@ -182,9 +183,9 @@ func TestHostileSteps(t *testing.T) {
 		}
 		d.wait(id, 60*time.Second)
 		deadline = time.Now().Add(10 * time.Second)
-		for len(processesWith("sleep 617")) > 0 {
+		for len(processesWith(marker)) > 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("setsid sleep survived the stop: %v", processesWith("sleep 617"))
+				t.Fatalf("setsid sleep survived the stop: %v", processesWith(marker))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

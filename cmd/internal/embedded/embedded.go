@@ -138,17 +138,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.LogLevel == "" {
 		cfg.LogLevel = "error"
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("embedded temporal: %w", err)
-	}
-	lockPath := filepath.Join(cfg.DataDir, "temporal.lock")
-	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
-		return nil, fmt.Errorf("embedded temporal: lock: %w", err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("embedded temporal: data dir %s is in use by another factoryd (lock %s held)", cfg.DataDir, lockPath)
+		return nil, err
 	}
 	s := &Server{lock: lock, namespace: cfg.Namespace}
 	ok := false
@@ -157,7 +149,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			s.release()
 		}
 	}()
-
 	port := cfg.FrontendPort
 	if port == 0 {
 		if port, err = FreePort(); err != nil {
@@ -165,6 +156,50 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	s.frontend = "127.0.0.1:" + strconv.Itoa(port)
+	sqlCfg, err := prepareStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := serverConfig(s.frontend, port, sqlCfg)
+	if err != nil {
+		return nil, err
+	}
+	if s.srv, err = newServer(conf, cfg.LogLevel); err != nil {
+		return nil, err
+	}
+	if err := waitTCP(ctx, s.frontend, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("embedded temporal: frontend: %w", err)
+	}
+	if cfg.UIAddr != "" && cfg.UIAddr != "off" {
+		if err := s.startUI(cfg.UIAddr, cfg.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return s, nil
+}
+
+// lockDataDir makes the data dir and takes its lock: one server per data
+// dir.
+func lockDataDir(dir string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded temporal: %w", err)
+	}
+	lockPath := filepath.Join(dir, "temporal.lock")
+	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("embedded temporal: lock: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("embedded temporal: data dir %s is in use by another factoryd (lock %s held)", dir, lockPath)
+	}
+	return lock, nil
+}
+
+// prepareStore sets up the SQLite database (schema, no stale membership,
+// the namespace) and returns its persistence config.
+func prepareStore(cfg Config) (*tconfig.SQL, error) {
 	dbPath := filepath.Join(cfg.DataDir, "temporal.db")
 	sqlCfg := &tconfig.SQL{
 		PluginName:   sqliteplugin.PluginName,
@@ -194,30 +229,37 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := sqlite.CreateNamespaces(sqlCfg, ns); err != nil {
 		return nil, fmt.Errorf("embedded temporal: create namespace: %w", err)
 	}
+	return sqlCfg, nil
+}
 
-	svc := func(grpcPort int) (tconfig.Service, error) {
+// services gives each Temporal service its ports on loopback: the
+// frontend's is frontendPort, the others free ones.
+func services(frontendPort int) (map[string]tconfig.Service, error) {
+	out := map[string]tconfig.Service{}
+	for name, grpcPort := range map[string]int{"frontend": frontendPort, "history": 0, "matching": 0, "worker": 0} {
 		if grpcPort == 0 {
 			p, err := FreePort()
 			if err != nil {
-				return tconfig.Service{}, err
+				return nil, err
 			}
 			grpcPort = p
 		}
 		mp, err := FreePort()
 		if err != nil {
-			return tconfig.Service{}, err
-		}
-		return tconfig.Service{RPC: tconfig.RPC{GRPCPort: grpcPort, MembershipPort: mp, BindOnIP: "127.0.0.1"}}, nil
-	}
-	services := map[string]tconfig.Service{}
-	for name, p := range map[string]int{"frontend": port, "history": 0, "matching": 0, "worker": 0} {
-		sv, err := svc(p)
-		if err != nil {
 			return nil, err
 		}
-		services[name] = sv
+		out[name] = tconfig.Service{RPC: tconfig.RPC{GRPCPort: grpcPort, MembershipPort: mp, BindOnIP: "127.0.0.1"}}
 	}
-	conf := &tconfig.Config{
+	return out, nil
+}
+
+// serverConfig is a single-node cluster on loopback over sqlCfg.
+func serverConfig(frontend string, port int, sqlCfg *tconfig.SQL) (*tconfig.Config, error) {
+	svcs, err := services(port)
+	if err != nil {
+		return nil, err
+	}
+	return &tconfig.Config{
 		Global: tconfig.Global{
 			Membership: tconfig.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: "127.0.0.1"},
 		},
@@ -233,22 +275,26 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			MasterClusterName:        "active",
 			CurrentClusterName:       "active",
 			ClusterInformation: map[string]cluster.ClusterInformation{
-				"active": {Enabled: true, InitialFailoverVersion: 1, RPCAddress: s.frontend},
+				"active": {Enabled: true, InitialFailoverVersion: 1, RPCAddress: frontend},
 			},
 		},
 		DCRedirectionPolicy: tconfig.DCRedirectionPolicy{Policy: "noop"},
-		Services:            services,
+		Services:            svcs,
 		Archival: tconfig.Archival{
 			History:    tconfig.HistoryArchival{State: "disabled"},
 			Visibility: tconfig.VisibilityArchival{State: "disabled"},
 		},
-		PublicClient: tconfig.PublicClient{HostPort: s.frontend},
+		PublicClient: tconfig.PublicClient{HostPort: frontend},
 		NamespaceDefaults: tconfig.NamespaceDefaults{Archival: tconfig.ArchivalNamespaceDefaults{
 			History:    tconfig.HistoryArchivalNamespaceDefaults{State: "disabled"},
 			Visibility: tconfig.VisibilityArchivalNamespaceDefaults{State: "disabled"},
 		}},
-	}
-	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: cfg.LogLevel, Format: "json"}))
+	}, nil
+}
+
+// newServer creates and starts the Temporal server.
+func newServer(conf *tconfig.Config, logLevel string) (temporal.Server, error) {
+	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: logLevel, Format: "json"}))
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
 		return nil, err
@@ -271,17 +317,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("embedded temporal: start: %w", err)
 	}
-	s.srv = srv
-	if err := waitTCP(ctx, s.frontend, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("embedded temporal: frontend: %w", err)
-	}
-	if cfg.UIAddr != "" && cfg.UIAddr != "off" {
-		if err := s.startUI(cfg.UIAddr, cfg.Namespace); err != nil {
-			return nil, err
-		}
-	}
-	ok = true
-	return s, nil
+	return srv, nil
 }
 
 // clearMembership deletes the cluster membership rows a previous process
