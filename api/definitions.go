@@ -147,6 +147,9 @@ func manifestBody(c *gin.Context) ([]byte, manifests.Format, error) {
 
 // parseJob parses, validates and normalizes a job manifest for a deploy.
 func parseJob(data []byte, f manifests.Format, pathName string) (*manifests.JobManifest, error) {
+	if le := manifests.CheckSize(data, f); le != nil {
+		return nil, &ManifestInvalid{Problems: manifests.Problems{le.Problem()}, Limit: le}
+	}
 	m, ps := manifests.CheckJob(data, f)
 	// The name is checked whatever else is wrong, when the document gives one.
 	if name := manifests.PeekName(data, f, "job"); name != "" {
@@ -154,7 +157,11 @@ func parseJob(data []byte, f manifests.Format, pathName string) (*manifests.JobM
 	}
 	if m == nil || len(ps) > 0 {
 		ps.Sort()
-		return nil, &ManifestInvalid{Problems: ps}
+		var le *manifests.LimitError
+		if m != nil {
+			le = manifests.CheckJobLimits(m)
+		}
+		return nil, &ManifestInvalid{Problems: ps, Limit: le}
 	}
 	manifests.NormalizeJob(m)
 	return m, nil
@@ -299,6 +306,9 @@ func (s *Server) deployLine(c *gin.Context) error {
 	data, format, err := manifestBody(c)
 	if err != nil {
 		return err
+	}
+	if le := manifests.CheckSize(data, format); le != nil {
+		return &ManifestInvalid{Problems: manifests.Problems{le.Problem()}, Limit: le}
 	}
 	m, base := manifests.CheckLine(data, format)
 	if m == nil {

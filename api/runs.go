@@ -60,6 +60,9 @@ func (s *Server) startJobRun(c *gin.Context) error {
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
+	if le := manifests.CheckParamsSize(req.Params); le != nil {
+		return le
+	}
 	if _, err := s.store.GetJob(ctx, name); err != nil {
 		return err
 	}
