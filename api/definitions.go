@@ -113,6 +113,9 @@ func manifestBody(c *gin.Context) ([]byte, manifests.Format, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, "", bad("the request body is empty: send JSON {\"manifest\": {...}} or TOML with Content-Type application/toml")
 	}
+	if le := manifests.CheckWrappedDepth(data); le != nil {
+		return nil, "", &ManifestInvalid{Problems: manifests.Problems{le.Problem()}, Limit: le}
+	}
 	var wrapper map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&wrapper); err != nil {

@@ -123,8 +123,12 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	case errors.As(err, &he):
 		body(he.Status, he.Code, he.Message)
 	case errors.As(err, &mbe):
+		var requested *int64
+		if n := c.Request.ContentLength; n > mbe.Limit {
+			requested = &n
+		}
 		c.AbortWithStatusJSON(http.StatusRequestEntityTooLarge, ErrorBody{Code: CodeInvalidRequest, RequestID: &rid,
-			Message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit), Limit: &mbe.Limit})
+			Message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit), Limit: &mbe.Limit, Requested: requested})
 	case errors.Is(err, store.ErrNotFound):
 		body(http.StatusNotFound, CodeNotFound, err.Error())
 	case errors.Is(err, store.ErrConflict):

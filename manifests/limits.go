@@ -82,6 +82,15 @@ func CheckJobLimits(m *JobManifest) *LimitError {
 	return nil
 }
 
+// CheckWrappedDepth checks the nesting depth of a manifest sent inside a
+// JSON request body ({"manifest": {...}}), before the body is decoded.
+func CheckWrappedDepth(body []byte) *LimitError {
+	if depth := jsonDepth(body) - 1; depth > MaxDepth {
+		return &LimitError{What: "the manifest nesting depth", Limit: MaxDepth, Requested: int64(depth)}
+	}
+	return nil
+}
+
 // jsonDepth returns the deepest nesting of objects and arrays in a JSON
 // text (malformed text included: the parser reports that).
 func jsonDepth(data []byte) int {

@@ -52,7 +52,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	}
 	defer st.Close()
 	privateStore(cfg)
-	if err := seedBootstrapToken(ctx, st, cfg.BootstrapToken); err != nil {
+	tokenKey, err := loadTokenKey(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := seedBootstrapToken(ctx, st, tokenKey, cfg.BootstrapToken); err != nil {
 		return fmt.Errorf("bootstrap token: %w", err)
 	}
 
@@ -73,7 +77,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 		return nil
 	}
 	srv := api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, ReadyChecks: rt.ReadyChecks(), Runs: rt,
-		IntegrationSecrets: cfg.IntegrationSecrets, Metrics: rt.workers.metrics(), Agents: cfg.Agents}, st)
+		IntegrationSecrets: cfg.IntegrationSecrets, Metrics: rt.workers.metrics(), Agents: cfg.Agents, TokenKey: tokenKey}, st)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
