@@ -318,6 +318,12 @@ func (s *Server) stopLineRun(c *gin.Context) error {
 				}
 				r = again
 			}
+			if !run.LineRun.Terminal(r.Status) {
+				s.endStoppedLineRun(ctx, r, reason)
+				if r, err = s.store.GetLineRun(ctx, r.ID); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	out, err := lineRunJSON(r, true)

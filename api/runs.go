@@ -195,6 +195,7 @@ func (s *Server) stopJobRun(c *gin.Context) error {
 		s.log.Warn("cancel job run", "run_id", r.ID, "error", err.Error())
 		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the stop of %s", r.ID)
 	}
+	s.endStoppedJobRun(ctx, r, reason)
 	return s.answerStop(c, r.ID)
 }
 

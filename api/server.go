@@ -421,6 +421,7 @@ func newMetrics() *metrics {
 		}, []string{"method", "route", "status"}),
 	}
 	m.registry.MustRegister(m.requests, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
 	return m
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests/agentconf"
@@ -39,6 +40,8 @@ import (
 //	FACTORY_SNAPSHOT_URL     --snapshot-url  where snapshot archives go: file:///dir or s3://bucket?region=… (file://<data-dir>/snapshots)
 //	FACTORY_CONFIG           --config        server configuration file (TOML: harnesses, inference, router); unset = none
 //	FACTORY_DB_* and FACTORY_SQLITE_READERS  the store's connection pools (see poolFromEnv)
+//	FACTORY_RECONCILE_INTERVAL --reconcile-interval  how often workers reconcile unfinished records with Temporal (30s)
+//	FACTORY_RECONCILE_GRACE    --reconcile-grace     age of a queued record before it counts as never started (15s)
 type config struct {
 	HTTPAddr       string
 	DataDir        string
@@ -68,9 +71,24 @@ type config struct {
 	Agents *agentconf.Config
 	// Pool sizes the store's connection pools.
 	Pool store.Pool
+	// ReconcileInterval and ReconcileGrace drive the reconciler.
+	ReconcileInterval time.Duration
+	ReconcileGrace    time.Duration
 	// TemporalPortsExplicit is true when the embedded server's ports were
 	// configured; otherwise busy defaults fall back to free ports.
 	TemporalPortsExplicit bool
+}
+
+// envDuration reads a Go duration from the environment; a malformed value
+// becomes the flag's default and is reported by the flag parser's check.
+func envDuration(name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+		return -1
+	}
+	return def
 }
 
 func env(name, def string) string {
@@ -112,8 +130,15 @@ func loadConfig(name string, args []string) (config, error) {
 		"sandbox isolation: bwrap, or none to run steps on the host (FACTORY_SANDBOX_ISOLATION)")
 	scaleFlags := c.Scale.flags(fs)
 	fs.StringVar(&c.ConfigFile, "config", env("FACTORY_CONFIG", ""), "server configuration file: harnesses, inference, router (FACTORY_CONFIG)")
+	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", envDuration("FACTORY_RECONCILE_INTERVAL", 30*time.Second),
+		"how often workers reconcile unfinished run records with Temporal (FACTORY_RECONCILE_INTERVAL)")
+	fs.DurationVar(&c.ReconcileGrace, "reconcile-grace", envDuration("FACTORY_RECONCILE_GRACE", activities.DefaultReconcileGrace),
+		"age of a queued record before the reconciler counts it as never started (FACTORY_RECONCILE_GRACE)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.ReconcileInterval <= 0 || c.ReconcileGrace <= 0 {
+		return c, fmt.Errorf("--reconcile-interval and --reconcile-grace must be positive durations")
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "temporal-port" || f.Name == "temporal-ui-addr" {

@@ -93,6 +93,8 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 			return nil, err
 		}
 		go reapSandboxes(ctx, drv, logger, func(name string) { _ = st.UnplaceSandbox(ctx, name, rt.workers.id) })
+		rec := &activities.Reconciler{Store: st, Engine: rt, Logger: logger, Grace: cfg.ReconcileGrace}
+		go rec.Run(ctx, cfg.ReconcileInterval)
 	}
 	return rt, nil
 }
