@@ -40,6 +40,7 @@ import (
 //	FACTORY_SNAPSHOT_URL     --snapshot-url  where snapshot archives go: file:///dir or s3://bucket?region=… (file://<data-dir>/snapshots)
 //	FACTORY_CONFIG           --config        server configuration file (TOML: harnesses, inference, router); unset = none
 //	FACTORY_DB_* and FACTORY_SQLITE_READERS  the store's connection pools (see poolFromEnv)
+//	FACTORY_SHUTDOWN_GRACE     --shutdown-grace      how long a stopping worker lets running steps finish (5m)
 //	FACTORY_RECONCILE_INTERVAL --reconcile-interval  how often workers reconcile unfinished records with Temporal (30s)
 //	FACTORY_RECONCILE_GRACE    --reconcile-grace     age of a queued record before it counts as never started (15s)
 type config struct {
@@ -71,6 +72,8 @@ type config struct {
 	Agents *agentconf.Config
 	// Pool sizes the store's connection pools.
 	Pool store.Pool
+	// ShutdownGrace is how long a stopping worker lets running steps finish.
+	ShutdownGrace time.Duration
 	// ReconcileInterval and ReconcileGrace drive the reconciler.
 	ReconcileInterval time.Duration
 	ReconcileGrace    time.Duration
@@ -130,6 +133,8 @@ func loadConfig(name string, args []string) (config, error) {
 		"sandbox isolation: bwrap, or none to run steps on the host (FACTORY_SANDBOX_ISOLATION)")
 	scaleFlags := c.Scale.flags(fs)
 	fs.StringVar(&c.ConfigFile, "config", env("FACTORY_CONFIG", ""), "server configuration file: harnesses, inference, router (FACTORY_CONFIG)")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", envDuration("FACTORY_SHUTDOWN_GRACE", 5*time.Minute),
+		"how long a stopping worker lets running steps finish before handing them over (FACTORY_SHUTDOWN_GRACE)")
 	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", envDuration("FACTORY_RECONCILE_INTERVAL", 30*time.Second),
 		"how often workers reconcile unfinished run records with Temporal (FACTORY_RECONCILE_INTERVAL)")
 	fs.DurationVar(&c.ReconcileGrace, "reconcile-grace", envDuration("FACTORY_RECONCILE_GRACE", activities.DefaultReconcileGrace),
@@ -137,8 +142,8 @@ func loadConfig(name string, args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if c.ReconcileInterval <= 0 || c.ReconcileGrace <= 0 {
-		return c, fmt.Errorf("--reconcile-interval and --reconcile-grace must be positive durations")
+	if c.ReconcileInterval <= 0 || c.ReconcileGrace <= 0 || c.ShutdownGrace < 0 {
+		return c, fmt.Errorf("--reconcile-interval and --reconcile-grace must be positive durations, --shutdown-grace a duration")
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "temporal-port" || f.Name == "temporal-ui-addr" {

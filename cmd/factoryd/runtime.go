@@ -99,10 +99,6 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 	return rt, nil
 }
 
-// workerStopTimeout bounds how long a graceful stop waits for in-flight
-// activities; it stays under the common 10 s stop grace (docker).
-const workerStopTimeout = 5 * time.Second
-
 // Close stops the worker, the client and the embedded server.
 func (rt *runtime) Close() {
 	rt.workers.stop()

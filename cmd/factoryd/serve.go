@@ -53,12 +53,16 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	}
 	defer st.Close()
 	privateStore(cfg)
-	tokenKey, err := loadTokenKey(cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	if err := seedBootstrapToken(ctx, st, tokenKey, cfg.BootstrapToken); err != nil {
-		return fmt.Errorf("bootstrap token: %w", err)
+	// Tokens are the API's: a worker-only process has no key of its own
+	// to hash them with.
+	var tokenKey api.TokenKey
+	if cfg.Roles["api"] {
+		if tokenKey, err = loadTokenKey(cfg.DataDir); err != nil {
+			return err
+		}
+		if err := seedBootstrapToken(ctx, st, tokenKey, cfg.BootstrapToken); err != nil {
+			return fmt.Errorf("bootstrap token: %w", err)
+		}
 	}
 
 	rt, err := startRuntime(ctx, cfg, st, logger)
