@@ -58,10 +58,17 @@ func TestLimitsAnswered(t *testing.T) {
 		expectLimit(t, toml("/jobs/long/versions", stepsJob("long", manifests.MaxStepsPerTask+1)),
 			http.StatusUnprocessableEntity, manifests.MaxStepsPerTask, manifests.MaxStepsPerTask+1)
 		expect(t, toml("/jobs/long/versions", stepsJob("long", manifests.MaxStepsPerTask)), http.StatusCreated)
+		expectLimit(t, toml("/jobs/wide/versions", stepsJob("wide", manifests.MaxStepsPerJob/2, manifests.MaxStepsPerJob/2, 1)),
+			http.StatusUnprocessableEntity, manifests.MaxStepsPerJob, manifests.MaxStepsPerJob+1)
+		// Params travel with every step: 200 steps of 200 KB each would not fit the history.
+		heavy := strings.Replace(stepsJob("heavy", 200), "[[run.tasks]]", "[job.params.blob]\ntype = \"string\"\n[[run.tasks]]", 1)
+		expect(t, toml("/jobs/heavy/versions", heavy), http.StatusCreated)
+		r := h.do(req{method: "POST", path: "/jobs/heavy/runs", body: map[string]any{"params": map[string]any{"blob": strings.Repeat("x", 200<<10)}}, scope: ScopeWrite})
+		expectLimit(t, r, http.StatusRequestEntityTooLarge, manifests.MaxRunHistoryBytes, 0)
 
 		h.deployExampleJob("hello")
 		param := strings.Repeat("x", manifests.MaxParamsBytes)
-		r := h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"params": map[string]any{"who": param}}, scope: ScopeWrite})
+		r = h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"params": map[string]any{"who": param}}, scope: ScopeWrite})
 		expectLimit(t, r, http.StatusRequestEntityTooLarge, manifests.MaxParamsBytes, 0)
 		h.srv.cfg.MaxBodyBytes = 1 << 20
 		r = h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"params": map[string]any{"who": strings.Repeat("x", 3<<20)}}, scope: ScopeWrite})

@@ -89,6 +89,11 @@ func (s *Server) startJobRun(c *gin.Context) error {
 	if ps != nil {
 		return problemsInvalid(ps)
 	}
+	if raw, err := json.Marshal(params); err == nil {
+		if le := manifests.CheckRunHistory(&m, len(raw)); le != nil {
+			return le
+		}
+	}
 	if s.cfg.Runs == nil {
 		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine (roles without Temporal)")
 	}

@@ -17,8 +17,14 @@ const (
 	MaxDepth = 64
 	// MaxStepsPerTask bounds the steps of one task.
 	MaxStepsPerTask = 5000
-	// MaxStepsPerJob bounds the steps of all tasks of a job together.
-	MaxStepsPerJob = 10000
+	// MaxStepsPerJob bounds the steps of all tasks of a job together: a
+	// step costs about 6 events of the run's workflow history, whose limit
+	// in Temporal is 51,200 events.
+	MaxStepsPerJob = 5000
+	// MaxRunHistoryBytes bounds what a run's steps carry into its workflow
+	// history: its params travel with every step (Temporal's history size
+	// limit is 50 MB).
+	MaxRunHistoryBytes = 32 << 20
 	// MaxParamsBytes bounds the JSON encoding of a run's params (all of them).
 	MaxParamsBytes = 256 << 10
 	// MaxOutputBytes bounds one step's claimed output values (the output
@@ -276,4 +282,18 @@ func CheckParamsSize(params map[string]any) *LimitError {
 		return nil
 	}
 	return &LimitError{What: "the size of the params in bytes (JSON)", Path: "params", Limit: MaxParamsBytes, Requested: int64(len(raw)), TooLarge: true}
+}
+
+// CheckRunHistory checks that a run of m with params fits the engine's
+// history: params (paramsBytes of JSON) travel with every step.
+func CheckRunHistory(m *JobManifest, paramsBytes int) *LimitError {
+	steps := 0
+	for _, t := range m.Run.Tasks {
+		steps += len(t.Steps)
+	}
+	if n := int64(steps) * int64(paramsBytes); n > MaxRunHistoryBytes {
+		return &LimitError{What: "the size of the params times the number of steps in bytes", Path: "params",
+			Limit: MaxRunHistoryBytes, Requested: n, TooLarge: true}
+	}
+	return nil
 }

@@ -155,7 +155,7 @@ func TestStepLimits(t *testing.T) {
 		requested int64
 	}{
 		{"task", []Task{{Steps: steps(MaxStepsPerTask + 1)}}, "run.tasks[0].steps", MaxStepsPerTask + 1},
-		{"job", []Task{{Steps: steps(MaxStepsPerTask)}, {Steps: steps(MaxStepsPerTask)}, {Steps: steps(1)}}, "run.tasks", MaxStepsPerJob + 1},
+		{"job", []Task{{Steps: steps(MaxStepsPerJob / 2)}, {Steps: steps(MaxStepsPerJob / 2)}, {Steps: steps(1)}}, "run.tasks", MaxStepsPerJob + 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -202,5 +202,16 @@ func TestShapeWalkLinear(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 50<<20 {
 		t.Errorf("allocated %d MB, want < 50 MB", alloc>>20)
+	}
+}
+
+func TestRunHistoryLimit(t *testing.T) {
+	m := &JobManifest{Run: RunSection{Tasks: []Task{{Steps: make([]Step, 1000)}}}}
+	if le := CheckRunHistory(m, 32<<10); le != nil {
+		t.Errorf("1,000 steps with 32 KiB of params: %v", le)
+	}
+	le := CheckRunHistory(m, 64<<10)
+	if le == nil || !le.TooLarge || le.Requested != 1000*64<<10 || le.Limit != MaxRunHistoryBytes {
+		t.Errorf("1,000 steps with 64 KiB of params: %+v, want too large", le)
 	}
 }
