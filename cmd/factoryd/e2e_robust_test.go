@@ -180,3 +180,53 @@ func TestEndToEndKillDuringBurst(t *testing.T) {
 	t.Logf("%d starts, %d answered 201 before the kill, %d records: %v; all final %s after the restart",
 		n, len(answered), len(runs), count, time.Since(readyAt).Round(time.Millisecond))
 }
+
+// TestEndToEndRollingRestarts: three SIGTERM restarts during one long step
+// (as a rolling deploy does, with a short drain so the step is handed over
+// each time): the run succeeds, each attempt is marked in the log and the
+// timeline. Before, the third restart failed the run HEARTBEAT_TIMEOUT.
+func TestEndToEndRollingRestarts(t *testing.T) {
+	dir := t.TempDir()
+	env := append(robustEnv(t, dir), "FACTORY_SHUTDOWN_GRACE=1s")
+	d := startDaemon(t, dir, env)
+	d.deploy("long", "[job]\nname = \"long\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nname = \"s\"\nexec = [\"sh\", \"-c\", \"echo begin; sleep 8; echo end\"]\n")
+	id := d.start("long", nil)
+	for restart := 1; restart <= 3; restart++ {
+		attempt := float64(restart)
+		waitFor(t, fmt.Sprintf("attempt %d running", restart), 90*time.Second, func() map[string]any {
+			_, m := d.call("GET", "/job-runs/"+id, "", nil)
+			return m
+		}, func(m map[string]any) bool {
+			tl, _ := m["step_timeline"].([]any)
+			if len(tl) == 0 {
+				return false
+			}
+			e := tl[0].(map[string]any)
+			return e["status"] == "running" && e["attempt"] == attempt
+		})
+		d.kill(syscall.SIGTERM)
+		d = startDaemon(t, dir, d.env)
+	}
+	run := d.wait(id, 120*time.Second)
+	e := run["step_timeline"].([]any)[0].(map[string]any)
+	if run["status"] != "succeeded" || e["attempt"] != 4.0 || len(e["attempts"].([]any)) != 4 {
+		t.Fatalf("after three restarts: status %v, error %v %v, attempt %v, attempts %v", run["status"], run["error_code"], run["error_message"], e["attempt"], e["attempts"])
+	}
+	req, _ := http.NewRequest("GET", d.base+"/job-runs/"+id+"/logs?step=s", nil)
+	req.Header.Set("Authorization", "Bearer "+e2eToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	_, _ = log.ReadFrom(resp.Body)
+	resp.Body.Close()
+	for n := 2; n <= 4; n++ {
+		if !strings.Contains(log.String(), fmt.Sprintf("--- attempt %d ---\n", n)) {
+			t.Errorf("the log has no marker of attempt %d:\n%s", n, log.String())
+		}
+	}
+	if !strings.HasSuffix(log.String(), "end\n") {
+		t.Errorf("the log does not end with the last attempt's output:\n%s", log.String())
+	}
+}
