@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linefactory/linefactory/workflows"
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 // robustEnv is the default daemon environment with a fast reconciler.
@@ -69,7 +69,7 @@ func TestEndToEndReconcileTerminated(t *testing.T) {
 
 	c := temporalClient(t, d)
 	ctx := context.Background()
-	for _, id := range []string{workflows.JobRunWorkflowID(jobID), workflows.LineRunWorkflowID(lineID)} {
+	for _, id := range []string{run.JobRunWorkflowID(jobID), run.LineRunWorkflowID(lineID)} {
 		if err := c.TerminateWorkflow(ctx, id, "", "e2e: terminated behind the API's back"); err != nil {
 			t.Fatalf("terminate %s: %v", id, err)
 		}
