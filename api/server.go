@@ -301,7 +301,8 @@ func (s *Server) bodyLimitMiddleware(c *gin.Context) {
 
 const actorKey = "actor"
 
-// HashToken is the hex SHA-256 under which a token secret is stored.
+// HashToken is the unkeyed hex SHA-256 of a token secret: how tokens were
+// stored before the server key (TokenKey), and still are without one.
 func HashToken(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
