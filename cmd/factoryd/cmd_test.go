@@ -25,7 +25,7 @@ func TestTokenCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	key, err := loadTokenKey(dir)
+	key, err := loadTokenKey("", filepath.Join(dir, tokenKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,9 +48,11 @@ type config struct {
 	DataDir        string
 	DatabaseURL    string
 	BootstrapToken string
-	Roles          map[string]bool
-	MaxBodyBytes   int64
-	LogLevel       slog.Level
+	// TokenKey is FACTORY_TOKEN_KEY (a secret, see loadTokenKey).
+	TokenKey     string
+	Roles        map[string]bool
+	MaxBodyBytes int64
+	LogLevel     slog.Level
 	// LogFormat is text or json; "" picks text on a terminal, else json.
 	LogFormat         string
 	TemporalAddress   string
@@ -159,6 +161,7 @@ func loadConfig(name string, args []string) (config, error) {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	c.BootstrapToken = os.Getenv("FACTORY_BOOTSTRAP_TOKEN")
+	c.TokenKey = os.Getenv("FACTORY_TOKEN_KEY")
 	c.IntegrationSecrets = map[string]string{}
 	if raw := os.Getenv("FACTORY_INTEGRATION_SECRETS"); raw != "" {
 		for _, pair := range strings.Split(raw, ",") {

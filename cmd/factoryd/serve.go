@@ -57,7 +57,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	// to hash them with.
 	var tokenKey api.TokenKey
 	if cfg.Roles["api"] {
-		if tokenKey, err = loadTokenKey(cfg.DataDir); err != nil {
+		if tokenKey, err = loadTokenKey(cfg.TokenKey, tokenKeyPath(cfg.DataDir)); err != nil {
 			return err
 		}
 		if err := seedBootstrapToken(ctx, st, tokenKey, cfg.BootstrapToken); err != nil {

@@ -98,7 +98,7 @@ func tokenCommand(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	key, err := loadTokenKey(*dataDir)
+	key, err := loadTokenKey(os.Getenv("FACTORY_TOKEN_KEY"), tokenKeyPath(*dataDir))
 	if err != nil {
 		fmt.Fprintf(stderr, "token create: %v\n", err)
 		return 1

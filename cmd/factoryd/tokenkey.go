@@ -21,20 +21,20 @@ const tokenKeyFile = "token.key"
 // minTokenKeyLen is the shortest key accepted (32 bytes of hex = 128 bits).
 const minTokenKeyLen = 32
 
-// loadTokenKey returns the key token secrets are hashed with:
-// FACTORY_TOKEN_KEY when set, else the file FACTORY_TOKEN_KEY_FILE
-// (default <data-dir>/token.key), which is created with a random key (mode
-// 0600) when missing. Processes sharing a store (PostgreSQL with several API
-// processes) must share the key: set FACTORY_TOKEN_KEY, or point
-// FACTORY_TOKEN_KEY_FILE at one file, on all of them.
-func loadTokenKey(dataDir string) (api.TokenKey, error) {
-	if k := os.Getenv("FACTORY_TOKEN_KEY"); k != "" {
-		if len(k) < minTokenKeyLen {
+// loadTokenKey returns the key token secrets are hashed with: key
+// (FACTORY_TOKEN_KEY) when set, else the content of the file at path
+// (FACTORY_TOKEN_KEY_FILE, default <data-dir>/token.key), which is created
+// with a random key (mode 0600) when missing. Processes sharing a store
+// (PostgreSQL with several API processes) must share the key: set
+// FACTORY_TOKEN_KEY, or point FACTORY_TOKEN_KEY_FILE at one file, on all of
+// them.
+func loadTokenKey(key, path string) (api.TokenKey, error) {
+	if key != "" {
+		if len(key) < minTokenKeyLen {
 			return nil, fmt.Errorf("FACTORY_TOKEN_KEY must be at least %d characters", minTokenKeyLen)
 		}
-		return api.TokenKey(k), nil
+		return api.TokenKey(key), nil
 	}
-	path := env("FACTORY_TOKEN_KEY_FILE", filepath.Join(dataDir, tokenKeyFile))
 	if data, err := os.ReadFile(path); err == nil {
 		k := strings.TrimSpace(string(data))
 		if len(k) < minTokenKeyLen {
@@ -51,24 +51,30 @@ func loadTokenKey(dataDir string) (api.TokenKey, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	key := hex.EncodeToString(b[:])
+	newKey := hex.EncodeToString(b[:])
 	// O_EXCL: of processes starting together on one data dir, one writes
 	// the key and the others read it.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return loadTokenKey(dataDir)
+		return loadTokenKey("", path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("token key file: %w", err)
 	}
-	if _, err := f.WriteString(key + "\n"); err != nil {
+	if _, err := f.WriteString(newKey + "\n"); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("token key file: %w", err)
 	}
 	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("token key file: %w", err)
 	}
-	return api.TokenKey(key), nil
+	return api.TokenKey(newKey), nil
+}
+
+// tokenKeyPath is the key file's path: FACTORY_TOKEN_KEY_FILE, or token.key
+// in the data dir.
+func tokenKeyPath(dataDir string) string {
+	return env("FACTORY_TOKEN_KEY_FILE", filepath.Join(dataDir, tokenKeyFile))
 }
 
 // bootstrapTokenName is the name of the token FACTORY_BOOTSTRAP_TOKEN seeds.
