@@ -16,7 +16,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 
@@ -85,6 +84,9 @@ type Activities struct {
 	// AgentStore serves knowledge and agent sessions; nil uses Store when
 	// it has them.
 	AgentStore AgentStore
+	// LogRetry is how long an append of step output is retried; default
+	// DefaultLogRetry.
+	LogRetry time.Duration
 }
 
 func (a *Activities) now() time.Time {
@@ -427,9 +429,11 @@ func StepFailureFromError(task, step string, err error) RunStepResult {
 // timeline; stdout and stderr go to the store as they come.
 func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResult, error) {
 	started := a.now()
+	attempt := attemptOf(ctx)
 	a.updateStep(ctx, in, func(e *store.StepTimelineEntry) {
 		e.SetOutcome(run.Outcome{Status: run.Running})
 		e.StartedAt, e.SandboxName, e.CompletedAt, e.ExitCode = &started, new(in.Sandbox), nil, nil
+		e.Attempt, e.Attempts = attempt, append(e.Attempts, store.StepAttempt{Attempt: attempt, StartedAt: started})
 	})
 	stopHB := a.heartbeat(ctx, in.Task+"/"+in.Step)
 	res, err := a.runAction(ctx, in)
@@ -555,15 +559,18 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 	}
 	defer cleanup()
 	stepKey := in.Task + "/" + in.Step
-	stdout := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stdout"}
-	stderr := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stderr"}
+	stdout := a.newLogWriter(ctx, in.RunID, stepKey, "stdout")
+	stderr := a.newLogWriter(ctx, in.RunID, stepKey, "stderr")
+	if n := attemptOf(ctx); n > 1 {
+		_, _ = stdout.Write(attemptMarker(n))
+	}
 
 	res, err := a.Sandboxes.Exec(ctx, sandbox.ExecRequest{
 		Sandbox: in.Sandbox, Argv: argv, Workdir: workdir, Stdout: stdout, Stderr: stderr,
 		Env: stepEnv(outPath, artifactsEnv, in.Params), Timeout: time.Duration(in.TimeoutSeconds) * time.Second, User: in.Action.User,
 	})
-	stdout.flush()
-	stderr.flush()
+	stdout.close()
+	stderr.close()
 	if err != nil {
 		return RunStepResult{}, err
 	}
@@ -694,40 +701,6 @@ func parseClaimedOutputs(data []byte, in RunStepInput) (map[string]any, error) {
 		}
 	}
 	return values, nil
-}
-
-// logWriter streams a step's output to the store in chunks.
-type logWriter struct {
-	ctx    context.Context
-	store  Store
-	runID  string
-	step   string
-	stream string
-	mu     sync.Mutex
-	buf    []byte
-	last   time.Time
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	w.buf = append(w.buf, p...)
-	due := len(w.buf) >= 16<<10 || time.Since(w.last) > 250*time.Millisecond
-	w.mu.Unlock()
-	if due {
-		w.flush()
-	}
-	return len(p), nil
-}
-
-func (w *logWriter) flush() {
-	w.mu.Lock()
-	data := w.buf
-	w.buf = nil
-	w.last = time.Now()
-	w.mu.Unlock()
-	if len(data) > 0 {
-		_ = w.store.AppendStepLog(context.WithoutCancel(w.ctx), w.runID, w.step, w.stream, data)
-	}
 }
 
 // FinishRunInput ends a run.

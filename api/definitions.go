@@ -113,6 +113,9 @@ func manifestBody(c *gin.Context) ([]byte, manifests.Format, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, "", bad("the request body is empty: send JSON {\"manifest\": {...}} or TOML with Content-Type application/toml")
 	}
+	if le := manifests.CheckWrappedDepth(data); le != nil {
+		return nil, "", &ManifestInvalid{Problems: manifests.Problems{le.Problem()}, Limit: le}
+	}
 	var wrapper map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&wrapper); err != nil {
@@ -147,6 +150,9 @@ func manifestBody(c *gin.Context) ([]byte, manifests.Format, error) {
 
 // parseJob parses, validates and normalizes a job manifest for a deploy.
 func parseJob(data []byte, f manifests.Format, pathName string) (*manifests.JobManifest, error) {
+	if le := manifests.CheckSize(data, f); le != nil {
+		return nil, &ManifestInvalid{Problems: manifests.Problems{le.Problem()}, Limit: le}
+	}
 	m, ps := manifests.CheckJob(data, f)
 	// The name is checked whatever else is wrong, when the document gives one.
 	if name := manifests.PeekName(data, f, "job"); name != "" {
@@ -154,7 +160,11 @@ func parseJob(data []byte, f manifests.Format, pathName string) (*manifests.JobM
 	}
 	if m == nil || len(ps) > 0 {
 		ps.Sort()
-		return nil, &ManifestInvalid{Problems: ps}
+		var le *manifests.LimitError
+		if m != nil {
+			le = manifests.CheckJobLimits(m)
+		}
+		return nil, &ManifestInvalid{Problems: ps, Limit: le}
 	}
 	manifests.NormalizeJob(m)
 	return m, nil
@@ -299,6 +309,9 @@ func (s *Server) deployLine(c *gin.Context) error {
 	data, format, err := manifestBody(c)
 	if err != nil {
 		return err
+	}
+	if le := manifests.CheckSize(data, format); le != nil {
+		return &ManifestInvalid{Problems: manifests.Problems{le.Problem()}, Limit: le}
 	}
 	m, base := manifests.CheckLine(data, format)
 	if m == nil {

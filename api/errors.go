@@ -85,6 +85,9 @@ func invalid(typ, msg string, loc ...any) *InvalidInput {
 // body, code VALIDATION_ERROR, every problem in the message.
 type ManifestInvalid struct {
 	Problems manifests.Problems
+	// Limit, when set, is the limit the manifest exceeded: its figures fill
+	// the body's limit and requested, and a size limit answers 413.
+	Limit *manifests.LimitError
 }
 
 func (e *ManifestInvalid) Error() string {
@@ -106,16 +109,26 @@ func (s *Server) writeError(c *gin.Context, err error) {
 		ii  *InvalidInput
 		mi  *ManifestInvalid
 		mbe *http.MaxBytesError
+		le  *manifests.LimitError
 	)
 	switch {
+	case errors.As(err, &mi) && mi.Limit != nil:
+		s.writeLimit(c, mi.Limit, mi.Error())
 	case errors.As(err, &mi):
 		body(http.StatusUnprocessableEntity, CodeValidation, mi.Error())
+	case errors.As(err, &le):
+		s.writeLimit(c, le, le.Error())
 	case errors.As(err, &ii):
 		c.AbortWithStatusJSON(http.StatusUnprocessableEntity, ValidationBody{Detail: ii.Detail})
 	case errors.As(err, &he):
 		body(he.Status, he.Code, he.Message)
 	case errors.As(err, &mbe):
-		body(http.StatusRequestEntityTooLarge, CodeInvalidRequest, fmt.Sprintf("request body is larger than %d bytes", mbe.Limit))
+		var requested *int64
+		if n := c.Request.ContentLength; n > mbe.Limit {
+			requested = &n
+		}
+		c.AbortWithStatusJSON(http.StatusRequestEntityTooLarge, ErrorBody{Code: CodeInvalidRequest, RequestID: &rid,
+			Message: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit), Limit: &mbe.Limit, Requested: requested})
 	case errors.Is(err, store.ErrNotFound):
 		body(http.StatusNotFound, CodeNotFound, err.Error())
 	case errors.Is(err, store.ErrConflict):
@@ -124,4 +137,16 @@ func (s *Server) writeError(c *gin.Context, err error) {
 		s.log.ErrorContext(c.Request.Context(), "internal error", slog.String("request_id", rid), slog.String("error", err.Error()))
 		body(http.StatusInternalServerError, CodeInternal, "internal error (request "+rid+")")
 	}
+}
+
+// writeLimit answers an exceeded limit with the error body and its figures:
+// 413 when the request is too large as a whole, else 422 VALIDATION_ERROR.
+func (s *Server) writeLimit(c *gin.Context, le *manifests.LimitError, msg string) {
+	rid := requestID(c)
+	status, code := http.StatusUnprocessableEntity, CodeValidation
+	if le.TooLarge {
+		status, code = http.StatusRequestEntityTooLarge, CodeInvalidRequest
+	}
+	limit, requested := le.Limit, le.Requested
+	c.AbortWithStatusJSON(status, ErrorBody{Code: code, Message: msg, Limit: &limit, Requested: &requested, RequestID: &rid})
 }

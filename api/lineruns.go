@@ -78,6 +78,9 @@ func (s *Server) startLineRun(c *gin.Context) error {
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
+	if le := manifests.CheckParamsSize(req.Params); le != nil {
+		return le
+	}
 	v, err := s.store.LatestLineVersion(ctx, name)
 	if err != nil {
 		if _, lerr := s.store.GetLine(ctx, name); lerr != nil {
@@ -133,6 +136,9 @@ func (s *Server) launchLine(ctx context.Context, name string, v store.LineVersio
 	}
 	// The line's trigger config or the sender's payload is at fault when the
 	// params do not fit: the run's failure, as for a manual start's 422.
+	if le := manifests.CheckParamsSize(params); le != nil {
+		return s.failedLineRun(ctx, name, v, params, trigger, actor, run.StageParamsInvalid, "the trigger's params are too large: "+le.Error())
+	}
 	checked, ps := manifests.ApplyLineRunParams(&m, manifests.StageManifests(jobs), params)
 	if ps != nil {
 		return s.failedLineRun(ctx, name, v, params, trigger, actor, run.StageParamsInvalid,
@@ -311,6 +317,12 @@ func (s *Server) stopLineRun(c *gin.Context) error {
 					return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the stop of %s", r.ID)
 				}
 				r = again
+			}
+			if !run.LineRun.Terminal(r.Status) {
+				s.endStoppedLineRun(ctx, r, reason)
+				if r, err = s.store.GetLineRun(ctx, r.ID); err != nil {
+					return err
+				}
 			}
 		}
 	}

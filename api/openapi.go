@@ -146,7 +146,8 @@ func schemas() openapi3.Schemas {
 	timelineEntry := obj(map[string]*openapi3.Schema{"name!": str(), "action!": str(), "status!": str(), "task_name!": str(),
 		"sandbox_name": strN(), "agent_session_id": strN(), "started_at": dtN(), "completed_at": dtN(), "error_message": strN(),
 		"error_code": strN(), "failure_class": strN(), "error_details": freeObjectN(), "exit_code": intN(), "compute_command_id": strN(),
-		"inference_cost_cents": integer(), "usage": arr(usageLine)}, nil)
+		"inference_cost_cents": integer(), "usage": arr(usageLine),
+		"attempt": integer(), "attempts": arr(obj(map[string]*openapi3.Schema{"attempt!": integer(), "started_at!": dt()}, nil))}, nil)
 	jobRun := obj(map[string]*openapi3.Schema{"id!": str(), "job_name!": str(), "job_version_id!": str(), "status!": str(),
 		"region!": strN(), "run_params!": freeObject(), "result_payload!": freeObjectN(), "step_timeline!": arr(timelineEntry),
 		"artifact_refs!": arr(freeObject()), "started_at!": dtN(), "completed_at!": dtN(), "error_message!": strN(), "created_at!": dt(),

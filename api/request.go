@@ -72,6 +72,10 @@ func bindJSON(c *gin.Context, dst any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		data = []byte("{}")
 	}
+	// null, a list or a scalar would decode as "nothing given".
+	if trimmed := bytes.TrimSpace(data); trimmed[0] != '{' {
+		return invalid("model_type", "the body must be a JSON object", "body")
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {

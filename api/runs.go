@@ -60,6 +60,9 @@ func (s *Server) startJobRun(c *gin.Context) error {
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
+	if le := manifests.CheckParamsSize(req.Params); le != nil {
+		return le
+	}
 	if _, err := s.store.GetJob(ctx, name); err != nil {
 		return err
 	}
@@ -85,6 +88,11 @@ func (s *Server) startJobRun(c *gin.Context) error {
 	params, ps := manifests.ApplyParams(m.Job.Params, req.Params)
 	if ps != nil {
 		return problemsInvalid(ps)
+	}
+	if raw, err := json.Marshal(params); err == nil {
+		if le := manifests.CheckRunHistory(&m, len(raw)); le != nil {
+			return le
+		}
 	}
 	if s.cfg.Runs == nil {
 		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine (roles without Temporal)")
@@ -192,6 +200,7 @@ func (s *Server) stopJobRun(c *gin.Context) error {
 		s.log.Warn("cancel job run", "run_id", r.ID, "error", err.Error())
 		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the stop of %s", r.ID)
 	}
+	s.endStoppedJobRun(ctx, r, reason)
 	return s.answerStop(c, r.ID)
 }
 

@@ -179,6 +179,8 @@ func (s *Server) createToken(c *gin.Context) error {
 	f.require(req.Name != nil && *req.Name != "", "name")
 	if req.Name != nil && len(*req.Name) > maxTokenNameLen {
 		f.add("name", "string_too_long", fmt.Sprintf("name must be at most %d characters", maxTokenNameLen), *req.Name)
+	} else if req.Name != nil && *req.Name != "" && !ValidTokenName(*req.Name) {
+		f.add("name", "string_pattern_mismatch", "name must be letters, digits, '.', '_' and '-', starting with a letter or digit", *req.Name)
 	}
 	scope := ScopeRead
 	if req.Scope != nil {
@@ -191,7 +193,7 @@ func (s *Server) createToken(c *gin.Context) error {
 		return err
 	}
 	secret := NewTokenSecret()
-	tok, err := s.store.CreateToken(c.Request.Context(), *req.Name, scope, HashToken(secret))
+	tok, err := s.store.CreateToken(c.Request.Context(), *req.Name, scope, s.cfg.TokenKey.Hash(secret))
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,7 @@ type Store interface {
 
 	CreateToken(ctx context.Context, name, scope, hash string) (store.Token, error)
 	FindTokenByHash(ctx context.Context, hash string) (store.Token, error)
+	RehashToken(ctx context.Context, id, oldHash, newHash string) error
 	ListTokens(ctx context.Context) ([]store.Token, error)
 	DeleteToken(ctx context.Context, name string) error
 	TouchToken(ctx context.Context, id string, at time.Time) error
@@ -76,6 +77,11 @@ type Config struct {
 	// IntegrationSecrets holds a signing secret per provider; events of a
 	// provider with a secret need a valid X-Signature-256.
 	IntegrationSecrets map[string]string
+	// TokenKey keys the hashes of token secrets (see TokenKey).
+	TokenKey TokenKey
+	// SignatureTolerance is how far an X-Signature-Timestamp may be from
+	// now; default 5 minutes.
+	SignatureTolerance time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Metrics are more collectors /metrics serves (the worker's capacity).
@@ -129,6 +135,9 @@ func New(cfg Config, st Store) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.SignatureTolerance <= 0 {
+		cfg.SignatureTolerance = DefaultSignatureTolerance
+	}
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{store: st, cfg: cfg, log: cfg.Logger, engine: gin.New(), metrics: newMetrics()}
 	s.metrics.registry.MustRegister(cfg.Metrics...)
@@ -165,7 +174,7 @@ func (s *Server) handle(method, path, scope string, h handler) {
 	if scope != "" {
 		chain = append(chain, s.authMiddleware(scope))
 	}
-	chain = append(chain, s.bodyLimitMiddleware, func(c *gin.Context) {
+	chain = append(chain, s.strictQueryMiddleware, s.bodyLimitMiddleware, func(c *gin.Context) {
 		if err := h(c); err != nil {
 			s.writeError(c, err)
 		}
@@ -292,7 +301,8 @@ func (s *Server) bodyLimitMiddleware(c *gin.Context) {
 
 const actorKey = "actor"
 
-// HashToken is the hex SHA-256 under which a token secret is stored.
+// HashToken is the unkeyed hex SHA-256 of a token secret: how tokens were
+// stored before the server key (TokenKey), and still are without one.
 func HashToken(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
@@ -326,8 +336,10 @@ func (s *Server) authMiddleware(scope string) gin.HandlerFunc {
 			s.writeError(c, httpError(http.StatusUnauthorized, CodeAuthRequired, "a bearer token is required: Authorization: Bearer <token>"))
 			return
 		}
-		hash := HashToken(secret)
-		tok, err := s.tokens.find(c.Request.Context(), hash, s.store.FindTokenByHash)
+		hash := s.cfg.TokenKey.Hash(secret)
+		tok, err := s.tokens.find(c.Request.Context(), hash, func(ctx context.Context, _ string) (store.Token, error) {
+			return FindToken(ctx, s.store, s.cfg.TokenKey, secret)
+		})
 		if errors.Is(err, store.ErrNotFound) || (err == nil && subtle.ConstantTimeCompare([]byte(tok.Hash), []byte(hash)) != 1) {
 			s.writeError(c, httpError(http.StatusUnauthorized, CodeAuthRequired, "the bearer token is not valid"))
 			return
@@ -410,6 +422,7 @@ func newMetrics() *metrics {
 		}, []string{"method", "route", "status"}),
 	}
 	m.registry.MustRegister(m.requests, m.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
 	return m
 }
 

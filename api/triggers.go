@@ -3,9 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -234,11 +231,8 @@ func (s *Server) integrationEvent(c *gin.Context) error {
 		return err
 	}
 	if secret := s.cfg.IntegrationSecrets[provider]; secret != "" {
-		mac := hmac.New(sha256.New, []byte(secret))
-		mac.Write(raw)
-		want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
-		if !hmac.Equal([]byte(want), []byte(strings.TrimSpace(c.GetHeader("X-Signature-256")))) {
-			return httpError(http.StatusUnauthorized, CodeAuthRequired, "X-Signature-256 does not match the body (sha256=<hex HMAC-SHA256 of the raw body>)")
+		if err := s.checkSignature(c, secret, raw); err != nil {
+			return err
 		}
 	}
 	delivery, err := deliveryID(c)

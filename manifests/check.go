@@ -14,6 +14,9 @@ import (
 // document is checked.
 func PeekName(data []byte, f Format, section string) string {
 	var doc map[string]any
+	if CheckSize(data, f) != nil {
+		return ""
+	}
 	switch f {
 	case FormatTOML:
 		if _, err := toml.Decode(string(data), &doc); err != nil {

@@ -185,6 +185,9 @@ func parseLenient(data []byte, f Format, out any) (Problems, bool) {
 }
 
 func decodeLenient(data []byte, f Format, out any) (Problems, error) {
+	if le := CheckSize(data, f); le != nil {
+		return nil, Problems{le.Problem()}
+	}
 	var doc any
 	switch f {
 	case FormatTOML:
@@ -210,7 +213,7 @@ func decodeLenient(data []byte, f Format, out any) (Problems, error) {
 	}
 	// checkShape drops what it reports, so the rest decodes cleanly.
 	var ps Problems
-	checkShape(doc, reflect.TypeOf(out).Elem(), "", &ps)
+	checkShape(doc, reflect.TypeOf(out).Elem(), nil, &ps)
 	ps.Sort()
 	buf, err := json.Marshal(doc)
 	if err != nil {
@@ -263,29 +266,6 @@ func normalizeValues(v reflect.Value) {
 	}
 }
 
-// checkNumbers reports numbers inside a free-form value that no float64 can
-// hold.
-func checkNumbers(v any, path string, ps *Problems) {
-	switch x := v.(type) {
-	case json.Number:
-		if _, err := x.Float64(); err != nil {
-			*ps = append(*ps, Problem{path, fmt.Sprintf("number %s is out of range", x)})
-		}
-	case []any:
-		for i, e := range x {
-			checkNumbers(e, fmt.Sprintf("%s[%d]", path, i), ps)
-		}
-	case []map[string]any:
-		for i, e := range x {
-			checkNumbers(e, fmt.Sprintf("%s[%d]", path, i), ps)
-		}
-	case map[string]any:
-		for _, k := range sortedKeys(x) {
-			checkNumbers(x[k], joinPath(path, k), ps)
-		}
-	}
-}
-
 func tomlErrorText(err error) string {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
@@ -300,144 +280,6 @@ func jsonProblem(err error) Problem {
 		return Problem{Path: te.Field, Message: fmt.Sprintf("expected %s, got %s", typeName(te.Type), te.Value)}
 	}
 	return Problem{Message: err.Error()}
-}
-
-var (
-	stepOutputsType = reflect.TypeOf(StepOutputs{})
-	usdType         = reflect.TypeOf(USD{})
-	anyType         = reflect.TypeOf((*any)(nil)).Elem()
-)
-
-// checkShape walks a generic decoded document against a manifest type and
-// reports every unknown key and every value of the wrong kind, with its path.
-// It removes what it reports from the document (unknown keys and unusable
-// values in tables, unusable list items become null) and returns false when
-// v itself is unusable as a t, for the caller to remove.
-func checkShape(v any, t reflect.Type, path string, ps *Problems) bool {
-	if v == nil {
-		return true
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	bad := func(msg string) bool {
-		*ps = append(*ps, Problem{path, msg})
-		return false
-	}
-	switch {
-	case t == anyType:
-		n := len(*ps)
-		checkNumbers(v, path, ps)
-		return len(*ps) == n
-	case t == usdType:
-		var s string
-		switch x := v.(type) {
-		case json.Number:
-			s = x.String()
-		case int64:
-			s = strconv.FormatInt(x, 10)
-		case float64:
-			s = strconv.FormatFloat(x, 'g', -1, 64)
-		case string:
-			s = x
-		default:
-			return bad("expected a decimal amount in dollars, got " + kindOf(v))
-		}
-		if _, err := ParseUSD(s); err != nil {
-			return bad("expected a decimal amount in dollars: " + err.Error())
-		}
-		return true
-	case t == stepOutputsType:
-		switch x := v.(type) {
-		case []any:
-			// The caller keeps the list's unique names (claimNames).
-			seen := map[string]bool{}
-			for i, e := range x {
-				k, ok := e.(string)
-				switch {
-				case !ok:
-					*ps = append(*ps, Problem{fmt.Sprintf("%s[%d]", path, i), "expected an output key name (string)"})
-				case seen[k]:
-					*ps = append(*ps, Problem{fmt.Sprintf("%s[%d]", path, i), fmt.Sprintf("duplicate output key %q", k)})
-				}
-				seen[k] = true
-			}
-			return true
-		case map[string]any:
-			for _, k := range sortedKeys(x) {
-				if !checkShape(x[k], reflect.TypeOf(StepOutputClaim{}), joinPath(path, k), ps) {
-					delete(x, k)
-				}
-			}
-			return true
-		default:
-			return bad("expected a list of output keys or a table keyed by output key")
-		}
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return bad("expected a table (object), got " + kindOf(v))
-		}
-		fields := jsonFields(t)
-		for _, k := range sortedKeys(m) {
-			ft, ok := fields[k]
-			if !ok {
-				*ps = append(*ps, Problem{joinPath(path, k), "unknown key"})
-				delete(m, k)
-				continue
-			}
-			if !checkShape(m[k], ft, joinPath(path, k), ps) {
-				replaceOrDelete(m, k, ft)
-			} else if list, ok := m[k].([]any); ok && derefType(ft) == stepOutputsType {
-				m[k] = claimNames(list)
-			}
-		}
-	case reflect.Map:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return bad("expected a table (object), got " + kindOf(v))
-		}
-		for _, k := range sortedKeys(m) {
-			if !checkShape(m[k], t.Elem(), joinPath(path, k), ps) {
-				replaceOrDelete(m, k, t.Elem())
-			}
-		}
-	case reflect.Slice:
-		s, ok := v.([]any)
-		if !ok {
-			if ms, ok2 := v.([]map[string]any); ok2 { // TOML arrays of tables
-				for i, e := range ms {
-					checkShape(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), ps)
-				}
-				return true
-			}
-			return bad("expected a list, got " + kindOf(v))
-		}
-		for i, e := range s {
-			if !checkShape(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), ps) {
-				s[i] = zeroOf(t.Elem())
-			}
-		}
-	case reflect.String:
-		if _, ok := v.(string); !ok {
-			return bad("expected a string, got " + kindOf(v))
-		}
-	case reflect.Bool:
-		if _, ok := v.(bool); !ok {
-			return bad("expected a boolean, got " + kindOf(v))
-		}
-	case reflect.Int, reflect.Int64:
-		if !isWhole(v) {
-			return bad("expected an integer, got " + kindOf(v))
-		}
-	case reflect.Float64:
-		if !isNumber(v) {
-			return bad("expected a number, got " + kindOf(v))
-		}
-	}
-	return true
 }
 
 // replaceOrDelete puts the empty value of t in place of an unusable value,
@@ -491,13 +333,6 @@ func claimNames(list []any) []any {
 		}
 	}
 	return out
-}
-
-func joinPath(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -131,6 +131,9 @@ func ValidateJob(m *JobManifest) Problems {
 			v.add("verification.gate.min_pass_rate", "must be between 0 and 1")
 		}
 	}
+	if le := CheckJobLimits(m); le != nil {
+		v.ps = append(v.ps, le.Problem())
+	}
 	return v.result()
 }
 

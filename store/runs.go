@@ -29,6 +29,17 @@ type StepTimelineEntry struct {
 	// InferenceCostCents and Usage: a run_agent step's priced usage lines.
 	InferenceCostCents int64        `json:"inference_cost_cents"`
 	Usage              []AgentUsage `json:"usage,omitempty"`
+	// Attempt is the attempt running or last run (1 for the first);
+	// Attempts lists each attempt's start.
+	Attempt  int           `json:"attempt,omitempty"`
+	Attempts []StepAttempt `json:"attempts,omitempty"`
+}
+
+// StepAttempt is one attempt of a step: a retry after an infrastructure
+// failure or a worker restart starts a new one.
+type StepAttempt struct {
+	Attempt   int       `json:"attempt"`
+	StartedAt time.Time `json:"started_at"`
 }
 
 // JobRun is the record of one run of a job version. It is stored whole as a

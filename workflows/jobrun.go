@@ -36,6 +36,12 @@ type JobRunResult = activities.FinishRunResult
 // defaultStepTimeout bounds a step that sets no timeout of its own.
 const defaultStepTimeout = 24 * time.Hour
 
+// stepRetryWindow bounds the attempts of a step with the given timeout,
+// all together: enough for its timeout twice over plus restarts.
+func stepRetryWindow(timeout time.Duration) time.Duration {
+	return 2*timeout + 10*time.Minute
+}
+
 var a *activities.Activities
 
 // bookkeeping gives ctx the options of the run-record writes. They run as
@@ -297,7 +303,11 @@ func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti 
 			// a stop ends the step within seconds.
 			HeartbeatTimeout:    3 * time.Second,
 			WaitForCancellation: true,
-			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
+			// Attempts are not counted: a worker restart (a rolling deploy)
+			// re-runs the step without using one up. Infrastructure retries
+			// are bounded in time by the step's own timeout instead.
+			ScheduleToCloseTimeout: stepRetryWindow(timeout),
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
 				NonRetryableErrorTypes: activities.PermanentErrorTypes},
 		})
 		workdir := step.Workdir

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,7 +25,17 @@ func TestTokenCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	tok, err := st.FindTokenByHash(context.Background(), api.HashToken(secret))
+	key, err := loadTokenKey("", filepath.Join(dir, tokenKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, tokenKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token key file: %v %v, want mode 0600", fi, err)
+	}
+	if _, err := st.FindTokenByHash(context.Background(), api.HashToken(secret)); err == nil {
+		t.Fatal("the token is stored under its unkeyed SHA-256")
+	}
+	tok, err := st.FindTokenByHash(context.Background(), key.Hash(secret))
 	if err != nil || tok.Name != "ci" || tok.Scope != "read" {
 		t.Fatalf("stored token: %+v %v", tok, err)
 	}
@@ -39,10 +50,10 @@ func TestTokenCreate(t *testing.T) {
 	if code := tokenCommand([]string{"create", "--name", "ci", "--scope", "admin", "--force", "--data-dir", dir}, &out, &errOut); code != 0 {
 		t.Fatalf("create --force: exit %d %s", code, errOut.String())
 	}
-	if _, err := st.FindTokenByHash(context.Background(), api.HashToken(secret)); err == nil {
+	if _, err := st.FindTokenByHash(context.Background(), key.Hash(secret)); err == nil {
 		t.Fatal("the replaced secret still works")
 	}
-	if tok, err := st.FindTokenByHash(context.Background(), api.HashToken(strings.TrimSpace(out.String()))); err != nil || tok.Scope != "admin" {
+	if tok, err := st.FindTokenByHash(context.Background(), key.Hash(strings.TrimSpace(out.String()))); err != nil || tok.Scope != "admin" {
 		t.Fatalf("forced token: %+v %v", tok, err)
 	}
 	out.Reset()
@@ -56,18 +67,50 @@ func TestTokenCreate(t *testing.T) {
 	if code := tokenCommand([]string{"revoke", "ci", "--data-dir", dir}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "no token named") {
 		t.Fatalf("revoke twice: exit %d %s", code, errOut.String())
 	}
+	if code := tokenCommand([]string{"create", "--name", "evil\u202e", "--data-dir", dir}, &out, &errOut); code != 2 {
+		t.Fatalf("a name with a bidirectional control character: exit %d, want 2", code)
+	}
+	ctx := context.Background()
 	// The bootstrap token is seeded once and replaced when its secret changes.
-	if err := seedBootstrapToken(context.Background(), st, "first"); err != nil {
+	if err := seedBootstrapToken(ctx, st, key, "first"); err != nil {
 		t.Fatal(err)
 	}
-	if err := seedBootstrapToken(context.Background(), st, "second"); err != nil {
+	if err := seedBootstrapToken(ctx, st, key, "second"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.FindTokenByHash(context.Background(), api.HashToken("first")); err == nil {
+	if _, err := api.FindToken(ctx, st, key, "first"); err == nil {
 		t.Fatal("the old bootstrap secret still works")
 	}
-	if tok, err := st.FindTokenByHash(context.Background(), api.HashToken("second")); err != nil || tok.Scope != api.ScopeAdmin {
+	if tok, err := api.FindToken(ctx, st, key, "second"); err != nil || tok.Scope != api.ScopeAdmin {
 		t.Fatalf("bootstrap token: %+v %v", tok, err)
+	}
+	// A secret that is another token's is an error at start.
+	if _, err := st.CreateToken(ctx, "ci2", api.ScopeRead, key.Hash("taken-secret")); err != nil {
+		t.Fatal(err)
+	}
+	if err := seedBootstrapToken(ctx, st, key, "taken-secret"); err == nil || !strings.Contains(err.Error(), `token "ci2"`) {
+		t.Fatalf("bootstrap secret colliding with token ci2: err = %v", err)
+	}
+	// Unset revokes the bootstrap token.
+	if err := seedBootstrapToken(ctx, st, key, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.FindToken(ctx, st, key, "second"); err == nil {
+		t.Fatal("the bootstrap token survived FACTORY_BOOTSTRAP_TOKEN being unset")
+	}
+	// A token stored unkeyed (before the key) still works once, and is
+	// rehashed with the key on the way.
+	if _, err := st.CreateToken(ctx, "old", api.ScopeRead, api.HashToken("legacy-secret")); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := api.FindToken(ctx, st, key, "legacy-secret"); err != nil || tok.Name != "old" {
+		t.Fatalf("legacy token: %+v %v", tok, err)
+	}
+	if _, err := st.FindTokenByHash(ctx, api.HashToken("legacy-secret")); err == nil {
+		t.Fatal("the legacy token is still stored unkeyed after its use")
+	}
+	if tok, err := st.FindTokenByHash(ctx, key.Hash("legacy-secret")); err != nil || tok.Name != "old" {
+		t.Fatalf("the legacy token after its use: %+v %v", tok, err)
 	}
 }
 

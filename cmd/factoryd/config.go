@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests/agentconf"
@@ -39,14 +40,19 @@ import (
 //	FACTORY_SNAPSHOT_URL     --snapshot-url  where snapshot archives go: file:///dir or s3://bucket?region=… (file://<data-dir>/snapshots)
 //	FACTORY_CONFIG           --config        server configuration file (TOML: harnesses, inference, router); unset = none
 //	FACTORY_DB_* and FACTORY_SQLITE_READERS  the store's connection pools (see poolFromEnv)
+//	FACTORY_SHUTDOWN_GRACE     --shutdown-grace      how long a stopping worker lets running steps finish (5m)
+//	FACTORY_RECONCILE_INTERVAL --reconcile-interval  how often workers reconcile unfinished records with Temporal (30s)
+//	FACTORY_RECONCILE_GRACE    --reconcile-grace     age of a queued record before it counts as never started (15s)
 type config struct {
 	HTTPAddr       string
 	DataDir        string
 	DatabaseURL    string
 	BootstrapToken string
-	Roles          map[string]bool
-	MaxBodyBytes   int64
-	LogLevel       slog.Level
+	// TokenKey is FACTORY_TOKEN_KEY (a secret, see loadTokenKey).
+	TokenKey     string
+	Roles        map[string]bool
+	MaxBodyBytes int64
+	LogLevel     slog.Level
 	// LogFormat is text or json; "" picks text on a terminal, else json.
 	LogFormat         string
 	TemporalAddress   string
@@ -68,9 +74,26 @@ type config struct {
 	Agents *agentconf.Config
 	// Pool sizes the store's connection pools.
 	Pool store.Pool
+	// ShutdownGrace is how long a stopping worker lets running steps finish.
+	ShutdownGrace time.Duration
+	// ReconcileInterval and ReconcileGrace drive the reconciler.
+	ReconcileInterval time.Duration
+	ReconcileGrace    time.Duration
 	// TemporalPortsExplicit is true when the embedded server's ports were
 	// configured; otherwise busy defaults fall back to free ports.
 	TemporalPortsExplicit bool
+}
+
+// envDuration reads a Go duration from the environment; a malformed value
+// becomes the flag's default and is reported by the flag parser's check.
+func envDuration(name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+		return -1
+	}
+	return def
 }
 
 func env(name, def string) string {
@@ -112,8 +135,17 @@ func loadConfig(name string, args []string) (config, error) {
 		"sandbox isolation: bwrap, or none to run steps on the host (FACTORY_SANDBOX_ISOLATION)")
 	scaleFlags := c.Scale.flags(fs)
 	fs.StringVar(&c.ConfigFile, "config", env("FACTORY_CONFIG", ""), "server configuration file: harnesses, inference, router (FACTORY_CONFIG)")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", envDuration("FACTORY_SHUTDOWN_GRACE", 5*time.Minute),
+		"how long a stopping worker lets running steps finish before handing them over (FACTORY_SHUTDOWN_GRACE)")
+	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", envDuration("FACTORY_RECONCILE_INTERVAL", 30*time.Second),
+		"how often workers reconcile unfinished run records with Temporal (FACTORY_RECONCILE_INTERVAL)")
+	fs.DurationVar(&c.ReconcileGrace, "reconcile-grace", envDuration("FACTORY_RECONCILE_GRACE", activities.DefaultReconcileGrace),
+		"age of a queued record before the reconciler counts it as never started (FACTORY_RECONCILE_GRACE)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.ReconcileInterval <= 0 || c.ReconcileGrace <= 0 || c.ShutdownGrace < 0 {
+		return c, fmt.Errorf("--reconcile-interval and --reconcile-grace must be positive durations, --shutdown-grace a duration")
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "temporal-port" || f.Name == "temporal-ui-addr" {
@@ -129,6 +161,7 @@ func loadConfig(name string, args []string) (config, error) {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	c.BootstrapToken = os.Getenv("FACTORY_BOOTSTRAP_TOKEN")
+	c.TokenKey = os.Getenv("FACTORY_TOKEN_KEY")
 	c.IntegrationSecrets = map[string]string{}
 	if raw := os.Getenv("FACTORY_INTEGRATION_SECRETS"); raw != "" {
 		for _, pair := range strings.Split(raw, ",") {

@@ -291,6 +291,11 @@ func TestEndToEndRunSurvivesKill(t *testing.T) {
 }
 
 func testRunSurvives(t *testing.T, sig syscall.Signal) {
+	if sig == syscall.SIGTERM {
+		// A graceful stop drains (FACTORY_SHUTDOWN_GRACE, 5m by default) and
+		// this step would finish there: a short drain hands it over.
+		t.Setenv("FACTORY_SHUTDOWN_GRACE", "1s")
+	}
 	dir := t.TempDir()
 	d := startDaemon(t, dir, nil)
 	d.deploy("slow", "[job]\nname = \"slow\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"sleep 6789 & sleep 10; echo 'done=true' >> $SVC_OUTPUT\"]\noutputs = [\"done\"]\n[outputs.done]\ntype = \"boolean\"\n")

@@ -93,13 +93,11 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 			return nil, err
 		}
 		go reapSandboxes(ctx, drv, logger, func(name string) { _ = st.UnplaceSandbox(ctx, name, rt.workers.id) })
+		rec := &activities.Reconciler{Store: st, Engine: rt, Logger: logger, Grace: cfg.ReconcileGrace}
+		go rec.Run(ctx, cfg.ReconcileInterval)
 	}
 	return rt, nil
 }
-
-// workerStopTimeout bounds how long a graceful stop waits for in-flight
-// activities; it stays under the common 10 s stop grace (docker).
-const workerStopTimeout = 5 * time.Second
 
 // Close stops the worker, the client and the embedded server.
 func (rt *runtime) Close() {

@@ -215,17 +215,17 @@ func startWorkers(ctx context.Context, cfg config, c client.Client, st *store.St
 	if err := st.HeartbeatWorker(ctx, self); err != nil {
 		return nil, err
 	}
-	// A graceful stop drains for a bounded while: bookkeeping activities
-	// (sub-second) and steps about to end finish here instead of being
-	// re-run by the next worker; longer steps are then interrupted (their
-	// context ends with worker.ErrWorkerShutdown) and retried by the next
-	// worker.
-	shared := worker.New(c, workflows.TaskQueue, worker.Options{WorkerStopTimeout: workerStopTimeout, Identity: id,
+	// A graceful stop (SIGTERM) drains: the worker takes no new work and
+	// running steps may finish for up to FACTORY_SHUTDOWN_GRACE; steps
+	// still running then are interrupted (their context ends with
+	// worker.ErrWorkerShutdown) and re-run by the next worker, which uses
+	// up none of their attempts.
+	shared := worker.New(c, workflows.TaskQueue, worker.Options{WorkerStopTimeout: cfg.ShutdownGrace, Identity: id,
 		MaxConcurrentActivityExecutionSize: cfg.Scale.WorkerMaxSteps})
 	workflows.Register(shared, acts)
 	all := []worker.Worker{shared}
 	if !alone {
-		own := worker.New(c, ws.queue, worker.Options{WorkerStopTimeout: workerStopTimeout, Identity: id + "/own",
+		own := worker.New(c, ws.queue, worker.Options{WorkerStopTimeout: cfg.ShutdownGrace, Identity: id + "/own",
 			MaxConcurrentActivityExecutionSize: cfg.Scale.WorkerMaxSteps, DisableWorkflowWorker: true})
 		own.RegisterActivity(acts)
 		all = []worker.Worker{own, shared}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/api"
 )
 
@@ -52,8 +53,16 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	}
 	defer st.Close()
 	privateStore(cfg)
-	if err := seedBootstrapToken(ctx, st, cfg.BootstrapToken); err != nil {
-		return fmt.Errorf("bootstrap token: %w", err)
+	// Tokens are the API's: a worker-only process has no key of its own
+	// to hash them with.
+	var tokenKey api.TokenKey
+	if cfg.Roles["api"] {
+		if tokenKey, err = loadTokenKey(cfg.TokenKey, tokenKeyPath(cfg.DataDir)); err != nil {
+			return err
+		}
+		if err := seedBootstrapToken(ctx, st, tokenKey, cfg.BootstrapToken); err != nil {
+			return fmt.Errorf("bootstrap token: %w", err)
+		}
 	}
 
 	rt, err := startRuntime(ctx, cfg, st, logger)
@@ -65,7 +74,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	if !cfg.Roles["api"] {
 		ready := rt.ReadyChecks()
 		ready["store"] = st.Ping
-		if err := serveOps(ctx, cfg.Scale.OpsAddr, cfg.Scale.OpsExplicit, ready, rt.workers.metrics(), logger); err != nil {
+		if err := serveOps(ctx, cfg.Scale.OpsAddr, cfg.Scale.OpsExplicit, ready, append(rt.workers.metrics(), activities.Collectors()...), logger); err != nil {
 			return err
 		}
 		logger.Info("worker running", slog.Any("roles", cfg.Roles))
@@ -73,7 +82,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 		return nil
 	}
 	srv := api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, ReadyChecks: rt.ReadyChecks(), Runs: rt,
-		IntegrationSecrets: cfg.IntegrationSecrets, Metrics: rt.workers.metrics(), Agents: cfg.Agents}, st)
+		IntegrationSecrets: cfg.IntegrationSecrets, Metrics: append(rt.workers.metrics(), activities.Collectors()...), Agents: cfg.Agents, TokenKey: tokenKey}, st)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)

@@ -55,8 +55,8 @@ func tokenCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	switch sub {
 	case "create":
-		if *name == "" || !api.ValidScope(*scope) || fs.NArg() > 0 {
-			fmt.Fprintln(stderr, "token create: --name is required and --scope must be read, write or admin")
+		if !api.ValidTokenName(*name) || !api.ValidScope(*scope) || fs.NArg() > 0 {
+			fmt.Fprintln(stderr, "token create: --name is required (letters, digits, '.', '_', '-') and --scope must be read, write or admin")
 			return 2
 		}
 	case "list":
@@ -98,8 +98,13 @@ func tokenCommand(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	key, err := loadTokenKey(os.Getenv("FACTORY_TOKEN_KEY"), tokenKeyPath(*dataDir))
+	if err != nil {
+		fmt.Fprintf(stderr, "token create: %v\n", err)
+		return 1
+	}
 	secret := api.NewTokenSecret()
-	if _, err := st.CreateToken(ctx, *name, *scope, api.HashToken(secret)); err != nil {
+	if _, err := st.CreateToken(ctx, *name, *scope, key.Hash(secret)); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			fmt.Fprintf(stderr, "token create: a token named %q exists already (--force replaces it)\n", *name)
 		} else {
@@ -129,26 +134,4 @@ func tokenList(ctx context.Context, st *store.Store, stdout, stderr io.Writer) i
 	}
 	_ = tw.Flush()
 	return 0
-}
-
-// seedBootstrapToken stores FACTORY_BOOTSTRAP_TOKEN as the admin token
-// "bootstrap" unless a token with that secret exists.
-func seedBootstrapToken(ctx context.Context, st *store.Store, secret string) error {
-	if secret == "" {
-		return nil
-	}
-	hash := api.HashToken(secret)
-	if _, err := st.FindTokenByHash(ctx, hash); err == nil {
-		return nil
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	if old, err := st.GetTokenByName(ctx, "bootstrap"); err == nil && old.Hash != hash {
-		// The bootstrap secret changed: the new one replaces the old.
-		if err := st.DeleteToken(ctx, "bootstrap"); err != nil {
-			return err
-		}
-	}
-	_, err := st.CreateToken(ctx, "bootstrap", api.ScopeAdmin, hash)
-	return err
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/linefactory/linefactory/manifests/tree"
 )
@@ -161,5 +162,27 @@ func TestValidateWithConfig(t *testing.T) {
 	errOut.Reset()
 	if code := runValidate([]string{"--config", bad, dir}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), bad+": harnesses.agent_a.command: required") {
 		t.Fatalf("bad config: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestValidateDeepManifests: factoryd validate rejects manifests nested
+// 100,000 deep (TOML and JSON) by the depth limit, quickly.
+func TestValidateDeepManifests(t *testing.T) {
+	dir := t.TempDir()
+	deep := strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000)
+	tomlFile := writeFile(t, dir, "jobs/deep/job.toml", "[job]\nname = \"deep\"\n[job.params.p]\ntype = \"array\"\ndefault = "+deep+"\n")
+	jsonFile := writeFile(t, dir, "jobs/deeper/job.json", `{"job": {"name": "deeper", "params": {"p": {"type": "array", "default": `+deep+`}}}}`)
+	var out, errOut bytes.Buffer
+	start := time.Now()
+	if code := runValidate([]string{dir}, &out, &errOut); code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out.String(), errOut.String())
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("validate took %v", took)
+	}
+	for _, f := range []string{tomlFile, jsonFile} {
+		if !strings.Contains(out.String(), f+": the manifest nesting depth is ") {
+			t.Errorf("output lacks the depth limit for %s:\n%s", f, out.String())
+		}
 	}
 }
