@@ -85,6 +85,12 @@ type Activities struct {
 	// AgentStore serves knowledge and agent sessions; nil uses Store when
 	// it has them.
 	AgentStore AgentStore
+	// Inference is the router's endpoint and prices (router.go); nil
+	// without [inference]. Knowledge resolves routing instructions, and
+	// InferenceTokens keeps the gateway's tokens (gateway.go).
+	Inference       *Inference
+	Knowledge       KnowledgeReader
+	InferenceTokens InferenceTokens
 }
 
 func (a *Activities) now() time.Time {
