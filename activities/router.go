@@ -143,7 +143,7 @@ func (a *Activities) ResolveInstructions(ctx context.Context, in ResolveInstruct
 			all = append(all, bound{transitionUse(t.ID), t.Instructions})
 		}
 	}
-	var refs []store.KnowledgeVersionRef
+	var refs []store.InstructionsVersion
 	for _, b := range all {
 		if b.b == nil || b.b.Type != manifests.BindingKnowledge {
 			continue
@@ -158,7 +158,7 @@ func (a *Activities) ResolveInstructions(ctx context.Context, in ResolveInstruct
 		if err != nil {
 			return store.LineRun{}, err
 		}
-		refs = append(refs, store.KnowledgeVersionRef{Slug: b.b.Slug, VersionID: v.ID, VersionNumber: v.VersionNumber, ContentHash: v.ContentHash, Use: b.use})
+		refs = append(refs, store.InstructionsVersion{Slug: b.b.Slug, VersionID: v.ID, VersionNumber: v.VersionNumber, ContentHash: v.ContentHash, Use: b.use})
 	}
 	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		r.KnowledgeVersions = refs
@@ -188,7 +188,7 @@ type RouteInput struct {
 	// resolved at run start (Knowledge).
 	Agent        *manifests.Binding
 	Instructions *manifests.Binding
-	Knowledge    []store.KnowledgeVersionRef
+	Knowledge    []store.InstructionsVersion
 	Stage        RouteStage
 	Earlier      []RouteStage
 	Trigger      map[string]any
@@ -372,7 +372,7 @@ func (a *Activities) instructionsText(ctx context.Context, in RouteInput) (strin
 
 // bindingText is the text of an instructions binding: a literal's value
 // (JSON unless a string), or the knowledge version resolved at run start.
-func (a *Activities) bindingText(ctx context.Context, use string, b *manifests.Binding, refs []store.KnowledgeVersionRef) (string, error) {
+func (a *Activities) bindingText(ctx context.Context, use string, b *manifests.Binding, refs []store.InstructionsVersion) (string, error) {
 	if b == nil {
 		return "", nil
 	}

@@ -21,7 +21,7 @@ type AgenticDecision struct {
 // knowledge versions its instructions resolved to at start, the wait it is
 // in, and the router's calls with their cost.
 type Routing struct {
-	KnowledgeVersions []KnowledgeVersionRef `json:"knowledge_versions,omitempty"`
+	KnowledgeVersions []InstructionsVersion `json:"knowledge_versions,omitempty"`
 	// Waiting is set while the run waits for a person's select (always
 	// rendered: a record decoded over an older one must lose it).
 	Waiting *Waiting `json:"waiting"`
@@ -32,8 +32,9 @@ type Routing struct {
 	RouterCostCents int64        `json:"router_cost_cents,omitempty"`
 }
 
-// KnowledgeVersionRef is a knowledge version a run used.
-type KnowledgeVersionRef struct {
+// InstructionsVersion is a knowledge version a line run's routing
+// instructions used (knowledge_versions of the line run).
+type InstructionsVersion struct {
 	Slug          string `json:"slug"`
 	VersionID     string `json:"version_id"`
 	VersionNumber int    `json:"version_number"`

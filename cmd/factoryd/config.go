@@ -39,6 +39,7 @@ import (
 //	FACTORY_SNAPSHOT_URL     --snapshot-url  where snapshot archives go: file:///dir or s3://bucket?region=… (file://<data-dir>/snapshots)
 //	FACTORY_CONFIG           --config        server configuration file (TOML: harnesses, inference, router); unset = none
 //	FACTORY_DB_* and FACTORY_SQLITE_READERS  the store's connection pools (see poolFromEnv)
+//	FACTORY_INFERENCE_GATEWAY_URL --inference-gateway-url  base URL steps reach the inference gateway at (http://<addr>/inference/v1)
 type config struct {
 	HTTPAddr       string
 	DataDir        string
@@ -68,6 +69,11 @@ type config struct {
 	Agents *agentconf.Config
 	// Pool sizes the store's connection pools.
 	Pool store.Pool
+	// Inference is the file's [inference] and [router] as the router and
+	// the inference gateway use them (set by serve, routing.go), the
+	// gateway reached at InferenceGatewayURL.
+	Inference           *activities.Inference
+	InferenceGatewayURL string
 	// TemporalPortsExplicit is true when the embedded server's ports were
 	// configured; otherwise busy defaults fall back to free ports.
 	TemporalPortsExplicit bool
@@ -97,6 +103,7 @@ func loadConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.DatabaseURL, "database-url", env("FACTORY_DATABASE_URL", ""), "store DSN (FACTORY_DATABASE_URL; default <data-dir>/factory.db)")
 	fs.StringVar(&roles, "roles", env("FACTORY_ROLES", "api,worker"), "roles to run: api, worker (FACTORY_ROLES)")
 	fs.StringVar(&maxBody, "max-body-bytes", env("FACTORY_MAX_BODY_BYTES", "4194304"), "request body limit (FACTORY_MAX_BODY_BYTES)")
+	fs.StringVar(&c.InferenceGatewayURL, "inference-gateway-url", env("FACTORY_INFERENCE_GATEWAY_URL", ""), "base URL steps reach the inference gateway at (FACTORY_INFERENCE_GATEWAY_URL; default http://<addr>/inference/v1)")
 	fs.StringVar(&logLevel, "log-level", env("FACTORY_LOG_LEVEL", "info"), "log level (FACTORY_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("FACTORY_LOG_FORMAT", ""), "log format: text or json (FACTORY_LOG_FORMAT; default text on a terminal, json otherwise)")
 	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "existing Temporal frontend host:port (TEMPORAL_ADDRESS); empty starts an embedded server")
