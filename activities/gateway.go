@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -23,6 +24,40 @@ const (
 	EnvOpenAIBaseURL    = "OPENAI_BASE_URL"
 	EnvOpenAIAPIKey     = "OPENAI_API_KEY"
 )
+
+// ModelProviderSvcInference is the model_provider of steps that reach
+// inference through the service's gateway.
+const ModelProviderSvcInference = "svc_inference"
+
+// CodeInferenceUnavailable fails a svc_inference step the gateway cannot
+// serve (no [inference] configured).
+const CodeInferenceUnavailable = "INFERENCE_NOT_CONFIGURED"
+
+// stepKeyOf names a step in a token record.
+func stepKeyOf(task, step string) string { return task + "/" + step }
+
+// stepProvider is the model_provider of a job's run_agent step.
+func stepProvider(m *manifests.JobManifest, task, step string) string {
+	for _, t := range m.Run.Tasks {
+		if t.Name != task {
+			continue
+		}
+		for j, s := range t.Steps {
+			if manifests.StepName(t, j) == step && s.RunAgent != nil {
+				return s.RunAgent.ModelProvider
+			}
+		}
+	}
+	return ""
+}
+
+// GatewayCents is the job run's gateway usage in whole cents, rounded up.
+func GatewayCents(r *store.JobRun) int64 {
+	if r.GatewayUsage == nil {
+		return 0
+	}
+	return CentsRoundedUp(r.GatewayUsage.MicroCents)
+}
 
 // InferenceTokenPrefix starts every gateway token.
 const InferenceTokenPrefix = "lfi_"

@@ -844,7 +844,7 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 			payload["error"] = map[string]any{"code": res.ErrorCode, "message": msg, "failure_class": res.FailureClass}
 		}
 		r.ComputeCostCents = res.CostCents
-		r.InferenceCostCents = a.inferenceCents(&in.Manifest, r.StepTimeline)
+		r.InferenceCostCents = a.inferenceCents(&in.Manifest, r.StepTimeline) + GatewayCents(r)
 		r.TotalCostCents = r.ComputeCostCents + r.InferenceCostCents
 		r.CostRatedAt = &now
 		return nil

@@ -290,7 +290,7 @@ func (a *Activities) RecordTransition(ctx context.Context, in RecordTransitionIn
 			}
 		}
 		r.Transitions = append(r.Transitions, store.TakenTransition{ID: in.ID, From: in.From, To: in.To, Iteration: in.Iteration, TakenAt: in.At.UTC(),
-			Option: strp(in.Option), AgenticDecision: in.Decision})
+			Option: optString(in.Option), AgenticDecision: in.Decision})
 		for i := len(r.Stages) - 1; i >= 0; i-- {
 			if r.Stages[i].StageName == in.From {
 				id := in.ID

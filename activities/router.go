@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -84,9 +85,6 @@ type Router struct {
 	// WaitTimeout is how long a run waits for a person's select.
 	WaitTimeout time.Duration
 }
-
-// StatusWaiting is a line run waiting for a person's select.
-const StatusWaiting = "waiting"
 
 // Router defaults.
 const (
@@ -437,12 +435,12 @@ type MarkWaitingInput struct {
 // MarkWaiting sets a line run waiting (status and what it waits for).
 func (a *Activities) MarkWaiting(ctx context.Context, in MarkWaitingInput) (store.LineRun, error) {
 	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
-		if finalLineStatus[r.Status] {
+		if run.LineRun.Terminal(r.Status) {
 			return nil
 		}
 		w := in.Waiting
 		w.Since, w.ExpiresAt = w.Since.UTC(), w.ExpiresAt.UTC()
-		r.Status, r.Waiting = StatusWaiting, &w
+		r.Status, r.Waiting = run.Waiting, &w
 		return nil
 	})
 }
@@ -455,8 +453,8 @@ type ResumeLineRunInput struct {
 // ResumeLineRun sets a waiting line run back to running.
 func (a *Activities) ResumeLineRun(ctx context.Context, in ResumeLineRunInput) (store.LineRun, error) {
 	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
-		if r.Status == StatusWaiting {
-			r.Status = StatusRunning
+		if r.Status == run.Waiting {
+			r.Status = run.Running
 		}
 		r.Waiting = nil
 		return nil
@@ -465,4 +463,12 @@ func (a *Activities) ResumeLineRun(ctx context.Context, in ResumeLineRunInput) (
 
 func newNonRetryable(msg, typ string) error {
 	return temporal.NewNonRetryableApplicationError(msg, typ, nil)
+}
+
+// optString is s, or nil when empty.
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -67,7 +68,7 @@ func (s *Server) gatewayAuth(c *gin.Context) (gatewayCaller, error) {
 		return gatewayCaller{}, err
 	}
 	jr, err := s.store.GetJobRun(ctx, tok.JobRunID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && finalStatuses[jr.Status]) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && run.JobRun.Terminal(jr.Status)) {
 		return gatewayCaller{}, httpError(http.StatusUnauthorized, CodeAuthRequired, "the inference token's run has ended")
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/workflows"
 )
@@ -38,7 +39,7 @@ func (s *Server) selectOption(c *gin.Context, r store.LineRun, req controlReques
 	if req.TransitionID == nil || req.Option == nil || *req.TransitionID == "" || *req.Option == "" {
 		return invalid(workflows.CodeControlMissingID, "select needs transition_id and option", "body")
 	}
-	if finalLineStatuses[r.Status] {
+	if run.LineRun.Terminal(r.Status) {
 		return endedSelect(r, *req.TransitionID)
 	}
 	sel, ok := s.cfg.Runs.(Selector)
@@ -49,7 +50,7 @@ func (s *Server) selectOption(c *gin.Context, r store.LineRun, req controlReques
 	if req.Reason != nil {
 		in.Reason = *req.Reason
 	}
-	run, err := sel.SelectLineRun(ctx, r.ID, in)
+	resumed, err := sel.SelectLineRun(ctx, r.ID, in)
 	var ae *temporal.ApplicationError
 	var nf *serviceerror.NotFound
 	switch {
@@ -65,14 +66,14 @@ func (s *Server) selectOption(c *gin.Context, r store.LineRun, req controlReques
 		if gerr != nil {
 			return gerr
 		}
-		if finalLineStatuses[again.Status] {
+		if run.LineRun.Terminal(again.Status) {
 			return endedSelect(again, *req.TransitionID)
 		}
 		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not take the select of %s", r.ID)
 	case err != nil:
 		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not take the select of %s", r.ID)
 	}
-	out, err := lineRunJSON(run, true)
+	out, err := lineRunJSON(resumed, true)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/workflows"
 )
@@ -32,7 +33,7 @@ func TestSelectOfEndedRun(t *testing.T) {
 			t.Errorf("select with an empty transition_id: %s", got)
 		}
 		st := h.srv.store.(*store.Store)
-		code, msg := "routing_wait_expired", "nobody selected"
+		code, msg := run.RoutingWaitExpired, "nobody selected"
 		if _, err := st.UpdateLineRun(context.Background(), id, func(r *store.LineRun) error {
 			r.Status, r.Failure = "failed", &store.LineRunFailure{Code: &code, Domain: "user", ErrorMessage: &msg}
 			return nil

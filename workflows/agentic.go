@@ -11,6 +11,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -125,11 +126,11 @@ func needsInstructions(m manifests.LineManifest) bool {
 
 // resolveInstructions records, at the start of a run, the knowledge
 // versions its routing instructions use.
-func resolveInstructions(ctx workflow.Context, in LineRunInput, summary *store.LineRun) (*activities.Failure, error) {
+func resolveInstructions(ctx workflow.Context, in LineRunInput, summary *store.LineRun) (*run.Failure, error) {
 	err := workflow.ExecuteLocalActivity(ctx, a.ResolveInstructions, activities.ResolveInstructionsInput{RunID: in.RunID, Manifest: in.Manifest}).Get(ctx, summary)
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() == activities.ErrKnowledgeMissing {
-		return failure("line_state_invalid", "routing instructions: "+ae.Error()), nil
+		return failure(run.LineStateInvalid, "routing instructions: "+ae.Error()), nil
 	}
 	return nil, err
 }
@@ -139,18 +140,18 @@ func resolveInstructions(ctx workflow.Context, in LineRunInput, summary *store.L
 // waits for a person's select (until the wait times out, the line times
 // out or the run is stopped). It returns the hop to take or the failure.
 func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, st *LineState, t manifests.Transition,
-	visit activities.StageVisit, summary *store.LineRun) (*hop, *activities.Failure, error) {
+	visit activities.StageVisit, summary *store.LineRun) (*hop, *run.Failure, error) {
 	// A Temporal run holds several turns: each decision starts afresh.
 	w.waiting, w.choice, w.resumed, w.over = nil, nil, nil, false
 	defer func() { w.over = true }()
 	options := make([]store.WaitingOption, len(t.Options))
 	for i, o := range t.Options {
-		options[i] = store.WaitingOption{Name: o.Name, To: o.To, Label: strOrNil(o.Label)}
+		options[i] = store.WaitingOption{Name: o.Name, To: o.To, Label: optString(o.Label)}
 	}
 	iteration := st.Transitions[t.ID] + 1
 	req := activities.RouteInput{RunID: in.RunID, LineName: in.LineName, TransitionID: t.ID, Label: t.Label, Iteration: iteration,
 		Instructions: t.Instructions, Knowledge: summary.KnowledgeVersions, Trigger: in.Trigger, Options: options,
-		Stage: activities.RouteStage{Stage: visit.Stage, Status: visit.Status, Iteration: visit.Iteration, Outputs: visit.Outputs, JobRunID: visit.JobRunID}}
+		Stage: activities.RouteStage{Stage: visit.Stage, Status: string(visit.Status), Iteration: visit.Iteration, Outputs: visit.Outputs, JobRunID: visit.JobRunID}}
 	if in.Manifest.Agent != nil {
 		req.Agent = in.Manifest.Agent.Instructions
 	}
@@ -173,7 +174,7 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 	var res activities.RouteResult
 	err := workflow.ExecuteActivity(actx, a.RouteAgentic, req).Get(actx, &res)
 	if ctx.Err() != nil {
-		return nil, failure("user_cancelled", "the line run was stopped"), nil
+		return nil, failure(run.UserCancelled, "the line run was stopped"), nil
 	}
 	if err != nil {
 		res = activities.RouteResult{RouterError: "the router could not be asked: " + err.Error(), WaitTimeout: activities.DefaultRouterWaitTimeout}
@@ -183,25 +184,25 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 	}
 	m := in.Manifest
 	if res.Decided && m.Limits != nil && m.Limits.BudgetUSD != nil && st.CostCents > m.Limits.BudgetUSD.Cents {
-		return nil, failure("budget_exceeded", fmt.Sprintf("rated cost %d cents is over the budget of %s USD", st.CostCents, m.Limits.BudgetUSD)), nil
+		return nil, failure(run.BudgetExceeded, fmt.Sprintf("rated cost %d cents is over the budget of %s USD", st.CostCents, m.Limits.BudgetUSD)), nil
 	}
 	if res.Decided && res.Ambiguous != "" {
-		return nil, failure(codeAmbiguousAgentic, res.Ambiguous), nil
+		return nil, failure(run.AmbiguousAgenticTransition, res.Ambiguous), nil
 	}
 	if res.Decided {
 		now := workflow.Now(ctx)
-		return w.take(in, st, t, res.Option, store.AgenticDecision{Reason: strOrNil(res.Reason), DecidedBy: strOrNil(decidedByRouter), DecidedAt: &now})
+		return w.take(in, st, t, res.Option, store.AgenticDecision{Reason: optString(res.Reason), DecidedBy: optString(decidedByRouter), DecidedAt: &now})
 	}
 
 	// A person decides.
 	now := workflow.Now(ctx)
 	wait := store.Waiting{TransitionID: t.ID, From: visit.Stage, Options: options, Since: now, ExpiresAt: now.Add(res.WaitTimeout),
-		RouterError: strOrNil(res.RouterError)}
+		RouterError: optString(res.RouterError)}
 	w.waiting = &wait
 	if err := workflow.ExecuteLocalActivity(book, a.MarkWaiting, activities.MarkWaitingInput{RunID: in.RunID, Waiting: wait}).Get(book, summary); err != nil {
 		return nil, nil, err
 	}
-	publishStatus(ctx, activities.StatusWaiting)
+	publishStatus(ctx, run.Waiting)
 	limit, lineTimeout := res.WaitTimeout, false
 	if st.Deadline != nil {
 		if left := st.Deadline.Sub(now); left < limit {
@@ -210,19 +211,19 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 	}
 	chosen, err := workflow.AwaitWithTimeout(ctx, limit, func() bool { return w.choice != nil })
 	if err != nil || ctx.Err() != nil {
-		return nil, failure("user_cancelled", "the line run was stopped"), nil
+		return nil, failure(run.UserCancelled, "the line run was stopped"), nil
 	}
 	if !chosen {
 		w.waiting = nil
 		if lineTimeout {
-			return nil, failure("line_timeout", fmt.Sprintf("the line ran past its timeout %s while waiting for a selection", m.Limits.Timeout)), nil
+			return nil, failure(run.LineTimeout, fmt.Sprintf("the line ran past its timeout %s while waiting for a selection", m.Limits.Timeout)), nil
 		}
 		w.expired[t.ID] = true
 		msg := fmt.Sprintf("nobody selected an option of transition %s within %s", t.ID, res.WaitTimeout)
 		if res.RouterError != "" {
 			msg += " (" + res.RouterError + ")"
 		}
-		return nil, failure(codeRoutingWaitExpired, msg), nil
+		return nil, failure(run.RoutingWaitExpired, msg), nil
 	}
 	choice := *w.choice
 	w.waiting = nil
@@ -231,42 +232,50 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 	}
 	resumed := *summary
 	w.resumed = &resumed
-	publishStatus(ctx, activities.StatusRunning)
+	publishStatus(ctx, run.Running)
 	// The handler answers the select with the record as resumed before the
 	// run moves on.
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-		return nil, failure("user_cancelled", "the line run was stopped"), nil
+		return nil, failure(run.UserCancelled, "the line run was stopped"), nil
 	}
 	at := workflow.Now(ctx)
 	reason := choice.Reason
 	if reason == "" {
 		reason = "selected by " + choice.Actor
 	}
-	return w.take(in, st, t, choice.Option, store.AgenticDecision{Reason: &reason, DecidedBy: strOrNil(choice.Actor), DecidedAt: &at,
-		RouterError: strOrNil(res.RouterError)})
+	return w.take(in, st, t, choice.Option, store.AgenticDecision{Reason: &reason, DecidedBy: optString(choice.Actor), DecidedAt: &at,
+		RouterError: optString(res.RouterError)})
 }
 
 // take is the hop of option name of t, its params bound like a
 // conditional transition's.
-func (w *agentWait) take(in LineRunInput, st *LineState, t manifests.Transition, name string, d store.AgenticDecision) (*hop, *activities.Failure, error) {
+func (w *agentWait) take(in LineRunInput, st *LineState, t manifests.Transition, name string, d store.AgenticDecision) (*hop, *run.Failure, error) {
 	for _, o := range t.Options {
 		if o.Name != name {
 			continue
 		}
 		params, err := bindParams(o.Params, in, st, in.Jobs[o.To].Manifest)
 		if err != nil {
-			return nil, failure("transition_params_invalid", fmt.Sprintf("transition %s option %s: %v", t.ID, o.Name, err)), nil
+			return nil, failure(run.TransitionParamsInvalid, fmt.Sprintf("transition %s option %s: %v", t.ID, o.Name, err)), nil
 		}
 		return &hop{transition: t.ID, stage: o.To, params: params, option: o.Name, decision: d}, nil, nil
 	}
-	return nil, failure(codeAmbiguousAgentic, fmt.Sprintf("%q is not an option of transition %s", name, t.ID)), nil
+	return nil, failure(run.AmbiguousAgenticTransition, fmt.Sprintf("%q is not an option of transition %s", name, t.ID)), nil
 }
 
 // publishStatus puts the run's status in the manager's memo, and in its
 // search attribute when the run was started with it (the cluster has it).
-func publishStatus(ctx workflow.Context, status string) {
-	_ = workflow.UpsertMemo(ctx, map[string]any{statusMemoKey: status})
+func publishStatus(ctx workflow.Context, status run.Status) {
+	_ = workflow.UpsertMemo(ctx, map[string]any{statusMemoKey: string(status)})
 	if workflow.GetTypedSearchAttributes(ctx).ContainsKey(StatusSearchAttribute) {
-		_ = workflow.UpsertTypedSearchAttributes(ctx, StatusSearchAttribute.ValueSet(status))
+		_ = workflow.UpsertTypedSearchAttributes(ctx, StatusSearchAttribute.ValueSet(string(status)))
 	}
+}
+
+// optString is s, or nil when empty.
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

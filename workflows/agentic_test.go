@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -91,7 +92,7 @@ func TestAgenticRouterPicks(t *testing.T) {
 	fake := &fakeRouter{content: `{"option": "fix", "reason": "it can be fixed"}`}
 	withRouter(t, f, fake)
 	res, rec := f.runLine(t, lineInput(t, triageLine, nil), nil)
-	if res.Status != activities.StatusSucceeded {
+	if res.Status != run.Succeeded {
 		t.Fatalf("status %s %+v", res.Status, res.Failure)
 	}
 	if len(rec.Transitions) != 1 {
@@ -150,7 +151,7 @@ func TestAgenticRouterUnknownOption(t *testing.T) {
 	f := newFixture(t)
 	withRouter(t, f, &fakeRouter{content: `{"option": "escalate", "reason": "why not"}`})
 	res, rec := f.runLine(t, lineInput(t, triageLine, nil), nil)
-	if res.Status != activities.StatusFailed || res.Failure.Code != "ambiguous_agentic_transition" || res.Failure.Domain != "agent" {
+	if res.Status != run.Failed || res.Failure.Code != "ambiguous_agentic_transition" || res.Failure.Domain != "agent" {
 		t.Fatalf("result %s %+v", res.Status, res.Failure)
 	}
 	if !strings.Contains(res.Failure.ErrorMessage, `"escalate"`) || rec.RouterCostCents != 1 {
@@ -209,7 +210,7 @@ func TestAgenticWaitThenSelect(t *testing.T) {
 					good = sendSelect(env, "u4", SelectInput{TransitionID: "route", Option: "drop", Actor: "alice"})
 				}, time.Minute)
 			}})
-			if waiting.Status != activities.StatusWaiting || waiting.Waiting == nil || waiting.Waiting.TransitionID != "route" || len(waiting.Waiting.Options) != 2 {
+			if waiting.Status != run.Waiting || waiting.Waiting == nil || waiting.Waiting.TransitionID != "route" || len(waiting.Waiting.Options) != 2 {
 				t.Fatalf("while waiting the record is %s %+v", waiting.Status, waiting.Waiting)
 			}
 			if (name == "router unreachable") != (waiting.Waiting.RouterError != nil) {
@@ -220,10 +221,10 @@ func TestAgenticWaitThenSelect(t *testing.T) {
 					t.Fatalf("bad select %d: rejected with %q (%v), want %s", i, got, bad[i].rejected, want)
 				}
 			}
-			if good == nil || !good.done || good.rejected != nil || good.record.Status != activities.StatusRunning || good.record.Waiting != nil {
+			if good == nil || !good.done || good.rejected != nil || good.record.Status != run.Running || good.record.Waiting != nil {
 				t.Fatalf("good select %+v", good)
 			}
-			if res.Status != activities.StatusSucceeded {
+			if res.Status != run.Succeeded {
 				t.Fatalf("status %s %+v", res.Status, res.Failure)
 			}
 			tr := rec.Transitions[0]
@@ -240,10 +241,10 @@ func TestAgenticWaitThenSelect(t *testing.T) {
 func TestAgenticWaitExpires(t *testing.T) {
 	f := newFixture(t)
 	res, rec := f.runLine(t, lineInput(t, triageLine, nil), nil)
-	if res.Status != activities.StatusFailed || res.Failure.Code != "routing_wait_expired" || res.Failure.Domain != "user" {
+	if res.Status != run.Failed || res.Failure.Code != "routing_wait_expired" || res.Failure.Domain != "user" {
 		t.Fatalf("result %s %+v", res.Status, res.Failure)
 	}
-	if rec.Status != activities.StatusFailed || rec.Waiting != nil || len(rec.Transitions) != 0 {
+	if rec.Status != run.Failed || rec.Waiting != nil || len(rec.Transitions) != 0 {
 		t.Fatalf("record %s waiting %+v transitions %+v", rec.Status, rec.Waiting, rec.Transitions)
 	}
 }
@@ -251,7 +252,7 @@ func TestAgenticWaitExpires(t *testing.T) {
 func TestAgenticLineTimeoutWhileWaiting(t *testing.T) {
 	f := newFixture(t)
 	res, _ := f.runLine(t, lineInput(t, triageLine+"[limits]\ntimeout = \"1h\"\n", nil), nil)
-	if res.Status != activities.StatusFailed || res.Failure.Code != "line_timeout" {
+	if res.Status != run.Failed || res.Failure.Code != "line_timeout" {
 		t.Fatalf("result %s %+v", res.Status, res.Failure)
 	}
 }
@@ -259,17 +260,17 @@ func TestAgenticLineTimeoutWhileWaiting(t *testing.T) {
 func TestAgenticStopWhileWaiting(t *testing.T) {
 	f := newFixture(t)
 	in := lineInput(t, triageLine, nil)
-	var status string
+	var status run.Status
 	res, rec := f.runLineWith(t, in, lineOpts{setup: func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(func() {
 			status = f.line(in.RunID).Status
 			env.CancelWorkflow()
 		}, time.Minute)
 	}})
-	if status != activities.StatusWaiting {
+	if status != run.Waiting {
 		t.Fatalf("status before the stop %s", status)
 	}
-	if res.Status != activities.StatusCancelled || res.Failure.Code != "user_cancelled" || rec.Status != activities.StatusCancelled || rec.Waiting != nil {
+	if res.Status != run.Cancelled || res.Failure.Code != "user_cancelled" || rec.Status != run.Cancelled || rec.Waiting != nil {
 		t.Fatalf("result %s %+v, record %s %+v", res.Status, res.Failure, rec.Status, rec.Waiting)
 	}
 }

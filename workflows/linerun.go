@@ -192,7 +192,7 @@ func managerTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *L
 		if f, err := resolveInstructions(dbook, *in, wait.summary); err != nil {
 			return fail(err)
 		} else if f != nil {
-			return end(activities.StatusFailed, f)
+			return end(run.Failed, f)
 		}
 	}
 	if len(m.Stages) == 0 {

@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
-	"github.com/linefactory/linefactory/workflows"
 )
 
 // triageE2ELine routes its triage stage with an agentic transition: fix
@@ -177,19 +177,19 @@ timeout = "10s"
 		t.Fatalf("deploy line: %d %v", code, m)
 	}
 	id := d.routingStart("triage")
-	run := d.waitLine(id, 60*time.Second)
-	if run["status"] != "succeeded" {
-		t.Fatalf("line run %v", run)
+	lr := d.waitLine(id, 60*time.Second)
+	if lr["status"] != "succeeded" {
+		t.Fatalf("line run %v", lr)
 	}
-	tr := run["transitions"].([]any)[0].(map[string]any)
+	tr := lr["transitions"].([]any)[0].(map[string]any)
 	if tr["option"] != "fix" || tr["decided_by"] != "router" || tr["reason"] != "it can be fixed" || tr["decided_at"] == nil || tr["to"] != "fix" {
 		t.Fatalf("taken transition %v", tr)
 	}
-	if g := run["stage_outputs"].(map[string]any)["fix"].(map[string]any)["greeting"]; g != "hello-fixer" {
+	if g := lr["stage_outputs"].(map[string]any)["fix"].(map[string]any)["greeting"]; g != "hello-fixer" {
 		t.Fatalf("fix greeting %v", g)
 	}
 	// 1M x 20 + 0.5M x 60 = 50 cents of routing.
-	if c := run["inference_cost_cents"].(float64); c != 50 {
+	if c := lr["inference_cost_cents"].(float64); c != 50 {
 		t.Fatalf("line run inference_cost_cents %v, want 50", c)
 	}
 
@@ -278,10 +278,10 @@ func TestEndToEndWaitAndSelect(t *testing.T) {
 		t.Fatalf("deploy line: %d %v", code, m)
 	}
 	answered, expiring, stopped := d.routingStart("triage"), d.routingStart("triage"), d.routingStart("triage")
-	run := d.routingWaitStatus(answered, "waiting", 60*time.Second)
-	w, _ := run["waiting"].(map[string]any)
+	lr := d.routingWaitStatus(answered, "waiting", 60*time.Second)
+	w, _ := lr["waiting"].(map[string]any)
 	if w == nil || w["transition_id"] != "route" || len(w["options"].([]any)) != 2 || w["expires_at"] == nil {
-		t.Fatalf("waiting %v", run["waiting"])
+		t.Fatalf("waiting %v", lr["waiting"])
 	}
 	found := false
 	for _, r := range d.list("/factory/lines/triage/runs") {
@@ -294,7 +294,7 @@ func TestEndToEndWaitAndSelect(t *testing.T) {
 	}
 	c := temporalClient(t, d)
 	ctx := context.Background()
-	wfID := workflows.LineRunWorkflowID(answered)
+	wfID := run.LineRunWorkflowID(answered)
 	// Operators find waiting runs in the Web UI by the search attribute.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: `LinefactoryStatus = "waiting"`})
@@ -337,10 +337,10 @@ func TestEndToEndWaitAndSelect(t *testing.T) {
 	if code != 202 || m["status"] != "running" || m["waiting"] != nil {
 		t.Fatalf("select: %d %v", code, m)
 	}
-	run = d.waitLine(answered, 60*time.Second)
-	tr := run["transitions"].([]any)[0].(map[string]any)
-	if run["status"] != "succeeded" || tr["option"] != "fix" || tr["decided_by"] != "bootstrap" || tr["reason"] != "looks fixable" {
-		t.Fatalf("answered run %v %v", run["status"], tr)
+	lr = d.waitLine(answered, 60*time.Second)
+	tr := lr["transitions"].([]any)[0].(map[string]any)
+	if lr["status"] != "succeeded" || tr["option"] != "fix" || tr["decided_by"] != "bootstrap" || tr["reason"] != "looks fixable" {
+		t.Fatalf("answered run %v %v", lr["status"], tr)
 	}
 	if code, m := d.routingControl(answered, map[string]any{"action": "select", "transition_id": "route", "option": "fix"}); code != 422 || routingDetailType(m) != "control_target_invalid" {
 		t.Fatalf("select of a finished run: %d %v", code, m)
@@ -351,16 +351,16 @@ func TestEndToEndWaitAndSelect(t *testing.T) {
 	if code, m := d.call("POST", "/factory/line-runs/"+stopped+"/stop", "application/json", []byte(`{}`)); code != 202 {
 		t.Fatalf("stop: %d %v", code, m)
 	}
-	run = d.waitLine(stopped, 30*time.Second)
-	if run["status"] != "cancelled" || run["failure"].(map[string]any)["code"] != "user_cancelled" || run["waiting"] != nil {
-		t.Fatalf("stopped run %v %v", run["status"], run["failure"])
+	lr = d.waitLine(stopped, 30*time.Second)
+	if lr["status"] != "cancelled" || lr["failure"].(map[string]any)["code"] != "user_cancelled" || lr["waiting"] != nil {
+		t.Fatalf("stopped run %v %v", lr["status"], lr["failure"])
 	}
 
 	// The wait expires.
-	run = d.waitLine(expiring, 60*time.Second)
-	f := run["failure"].(map[string]any)
-	if run["status"] != "failed" || f["code"] != "routing_wait_expired" || f["domain"] != "user" {
-		t.Fatalf("expired run %v %v", run["status"], f)
+	lr = d.waitLine(expiring, 60*time.Second)
+	f := lr["failure"].(map[string]any)
+	if lr["status"] != "failed" || f["code"] != "routing_wait_expired" || f["domain"] != "user" {
+		t.Fatalf("expired run %v %v", lr["status"], f)
 	}
 	if code, m := d.routingControl(expiring, map[string]any{"action": "select", "transition_id": "route", "option": "fix"}); code != 422 || routingDetailType(m) != "control_wait_expired" {
 		t.Fatalf("select after the wait expired: %d %v", code, m)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests/agentconf"
+	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/workflows"
 )
@@ -68,7 +69,7 @@ func gatewayURL(configured string, apiAddr net.Addr) string {
 // Update; a refusal of its validator comes back as the ApplicationError
 // whose type is the failure code.
 func (rt *runtime) SelectLineRun(ctx context.Context, runID string, in workflows.SelectInput) (store.LineRun, error) {
-	h, err := rt.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.LineRunWorkflowID(runID),
+	h, err := rt.client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: run.LineRunWorkflowID(runID),
 		UpdateName: workflows.SelectUpdate, Args: []any{in}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	if err != nil {
 		return store.LineRun{}, err
@@ -106,5 +107,5 @@ func (rt *runtime) lineRunSearchAttributes() temporal.SearchAttributes {
 	if !rt.statusAttribute {
 		return temporal.SearchAttributes{}
 	}
-	return temporal.NewSearchAttributes(workflows.StatusSearchAttribute.ValueSet(activities.StatusRunning))
+	return temporal.NewSearchAttributes(workflows.StatusSearchAttribute.ValueSet(string(run.Running)))
 }
