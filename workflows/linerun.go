@@ -442,7 +442,7 @@ func route(m manifests.LineManifest, in LineRunInput, st *LineState, from string
 		}
 		return nil, failure(run.AmbiguousTransition, fmt.Sprintf("from stage %s several transitions match: %v", from, ids))
 	case len(matched) == 0 && agentic != nil:
-		return nil, failure(run.NoRoute, fmt.Sprintf("stage %s needs agentic transition %s, and agentic routing is not supported by this server yet", from, agentic.ID))
+		return &hop{agentic: agentic}, nil // decided by decideAgentic
 	case len(matched) == 0 && len(outgoing) == 0:
 		if failed {
 			return nil, failure(run.StageFailed, fmt.Sprintf("stage %s %s: %s", from, visit.Status, visit.ErrorMessage))
