@@ -110,7 +110,7 @@ func (s *Store) CreateInferenceToken(ctx context.Context, t InferenceToken) erro
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = s.now()
 	}
-	m := inferenceTokenModel{Hash: t.Hash, JobRunID: t.JobRunID, Step: t.Step, CreatedAt: t.CreatedAt}
+	m := inferenceTokenModel(t)
 	return translate(s.db.WithContext(ctx).Create(&m).Error, "create inference token")
 }
 

@@ -156,6 +156,7 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 		req.Agent = in.Manifest.Agent.Instructions
 	}
 	stages := make([]string, 0, len(st.Results))
+	//workflowcheck:ignore (keys are sorted)
 	for id := range st.Results {
 		stages = append(stages, id)
 	}

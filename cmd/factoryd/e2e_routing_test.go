@@ -89,7 +89,7 @@ func (f *fakeInference) seen() (auth, models []string) {
 }
 
 // startRoutingDaemon starts factoryd with the configuration file cfg.
-func startRoutingDaemon(t *testing.T, cfg string) *daemon {
+func startRoutingDaemon(t *testing.T, cfg string, extraEnv ...string) *daemon {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "factory.toml")
@@ -105,7 +105,7 @@ func startRoutingDaemon(t *testing.T, cfg string) *daemon {
 		fmt.Sprintf("FACTORY_TEMPORAL_PORT=%d", freePort(t)),
 		"FACTORY_TEMPORAL_UI_ADDR=off",
 	)
-	return startDaemon(t, dir, env)
+	return startDaemon(t, dir, append(env, extraEnv...))
 }
 
 func (d *daemon) routingStart(line string) string {
@@ -374,4 +374,82 @@ func routingHasWorkflow(resp *workflowservice.ListWorkflowExecutionsResponse, id
 		}
 	}
 	return false
+}
+
+// gatewayAgentScript is the agent_a harness of the gateway test: it calls
+// the gateway with the run's token and reports whether the upstream key is
+// anywhere in its environment.
+const gatewayAgentScript = `curl -sf -X POST "$OPENAI_BASE_URL/chat/completions" -H "Authorization: Bearer $OPENAI_API_KEY" -H 'Content-Type: application/json' -d '{"model": "worker-large", "messages": [{"role": "user", "content": "hi"}]}' > answer.json || exit 9; if env | grep -q upstream-key; then leaked=yes; else leaked=no; fi; printf '{"leaked": "%s", "token": "%s", "base": "%s"}' "$leaked" "$SVC_INFERENCE_TOKEN" "$SVC_INFERENCE_BASE_URL" > "$SVC_OUTPUT"`
+
+// TestEndToEndGatewaySessionStep: a session step with model_provider =
+// "svc_inference" calls the gateway with its own token; the upstream sees
+// the upstream key (the step never does), the job run's inference cost is
+// the fake's usage x price, and the token is refused after the run ends.
+func TestEndToEndGatewaySessionStep(t *testing.T) {
+	fake := &fakeInference{}
+	upstream := httptest.NewServer(fake)
+	defer upstream.Close()
+	script, _ := json.Marshal(gatewayAgentScript)
+	d := startRoutingDaemon(t, fmt.Sprintf(`
+[harnesses.agent_a]
+command = ["sh", "-c", %s]
+[inference]
+base_url = "%s/v1"
+api_key_env = "E2E_INFERENCE_KEY"
+[[inference.models]]
+name = "worker-large"
+input_cents_per_mtok = 100
+output_cents_per_mtok = 300
+`, script, upstream.URL),
+		// An isolated sandbox (bwrap) cannot reach the host's API, the
+		// gateway included (README "Security"): this step runs on the host.
+		"FACTORY_SANDBOX_ISOLATION=none")
+	d.deploy("gw", `[job]
+name = "gw"
+[[run.tasks]]
+name = "t"
+[[run.tasks.steps]]
+name = "think"
+[run.tasks.steps.run_agent]
+mode = "session"
+harness = "agent_a"
+model_provider = "svc_inference"
+prompt = { type = "literal", value = "say hi" }
+[run.tasks.steps.outputs]
+leaked = {}
+token = {}
+base = {}
+[outputs.leaked]
+type = "string"
+[outputs.token]
+type = "string"
+[outputs.base]
+type = "string"
+`)
+	jr := d.wait(d.start("gw", nil), 60*time.Second)
+	if jr["status"] != "succeeded" {
+		t.Fatalf("job run %v", jr)
+	}
+	out := jr["result_payload"].(map[string]any)["outputs"].(map[string]any)
+	if out["leaked"] != "no" || !strings.HasPrefix(out["token"].(string), activities.InferenceTokenPrefix) || !strings.HasSuffix(out["base"].(string), "/inference/v1") {
+		t.Fatalf("step outputs %v", out)
+	}
+	auth, models := fake.seen()
+	if len(auth) != 1 || auth[0] != "Bearer upstream-key" || models[0] != "worker-large" {
+		t.Fatalf("the upstream saw %v %v", auth, models)
+	}
+	// 1M x 100 + 0.5M x 300 = 250 cents.
+	if c := jr["inference_cost_cents"].(float64); c != 250 || jr["total_cost_cents"].(float64) != 250+jr["compute_cost_cents"].(float64) {
+		t.Fatalf("job run costs %v / %v / %v", jr["inference_cost_cents"], jr["compute_cost_cents"], jr["total_cost_cents"])
+	}
+	req, _ := http.NewRequest("GET", d.base+"/inference/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+out["token"].(string))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("the token after the run ended answered %d", resp.StatusCode)
+	}
 }
