@@ -235,6 +235,14 @@ func (a *Activities) RouteAgentic(ctx context.Context, in RouteInput) (RouteResu
 	if r.Model == "" {
 		return res, nil
 	}
+	if len(in.Knowledge) == 0 && needsKnowledge(in) {
+		// The versions resolved at run start, as recorded on the run.
+		rec, err := a.Store.UpdateLineRun(ctx, in.RunID, func(*store.LineRun) error { return nil })
+		if err != nil {
+			return RouteResult{}, err
+		}
+		in.Knowledge = rec.KnowledgeVersions
+	}
 	system, err := a.instructionsText(ctx, in)
 	if err != nil {
 		return RouteResult{}, err
@@ -471,4 +479,13 @@ func optString(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+func needsKnowledge(in RouteInput) bool {
+	for _, b := range []*manifests.Binding{in.Agent, in.Instructions} {
+		if b != nil && b.Type == manifests.BindingKnowledge {
+			return true
+		}
+	}
+	return false
 }

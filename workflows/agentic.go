@@ -64,6 +64,15 @@ type agentWait struct {
 	choice  *SelectInput
 	resumed *store.LineRun // the record once the run runs again
 	over    bool           // the wait ended without a select
+	// onRecord receives the record after each routing write (the state
+	// query shows it).
+	onRecord func(store.LineRun)
+}
+
+func (w *agentWait) recorded(r store.LineRun) {
+	if w.onRecord != nil && r.ID != "" {
+		w.onRecord(r)
+	}
 }
 
 // registerSelect installs the select Update of this turn; summary is the
@@ -150,7 +159,7 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 	}
 	iteration := st.Transitions[t.ID] + 1
 	req := activities.RouteInput{RunID: in.RunID, LineName: in.LineName, TransitionID: t.ID, Label: t.Label, Iteration: iteration,
-		Instructions: t.Instructions, Knowledge: summary.KnowledgeVersions, Trigger: in.Trigger, Options: options,
+		Instructions: t.Instructions, Trigger: in.Trigger, Options: options,
 		Stage: activities.RouteStage{Stage: visit.Stage, Status: string(visit.Status), Iteration: visit.Iteration, Outputs: visit.Outputs, JobRunID: visit.JobRunID}}
 	if in.Manifest.Agent != nil {
 		req.Agent = in.Manifest.Agent.Instructions
@@ -182,6 +191,7 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 	} else if res.LineRun.ID != "" {
 		*summary = res.LineRun
 		st.CostCents = summary.TotalCostCents
+		w.recorded(*summary)
 	}
 	m := in.Manifest
 	if res.Decided && m.Limits != nil && m.Limits.BudgetUSD != nil && st.CostCents > m.Limits.BudgetUSD.Cents {
@@ -203,6 +213,7 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 	if err := workflow.ExecuteLocalActivity(book, a.MarkWaiting, activities.MarkWaitingInput{RunID: in.RunID, Waiting: wait}).Get(book, summary); err != nil {
 		return nil, nil, err
 	}
+	w.recorded(*summary)
 	publishStatus(ctx, run.Waiting)
 	limit, lineTimeout := res.WaitTimeout, false
 	if st.Deadline != nil {
@@ -233,6 +244,7 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 	}
 	resumed := *summary
 	w.resumed = &resumed
+	w.recorded(resumed)
 	publishStatus(ctx, run.Running)
 	// The handler answers the select with the record as resumed before the
 	// run moves on.

@@ -14,6 +14,7 @@ import (
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/run"
+	"github.com/linefactory/linefactory/store"
 )
 
 // LineRunWorkflowName is the registered name of LineRunWorkflow.
