@@ -67,6 +67,8 @@ type agentWait struct {
 	// onRecord receives the record after each routing write (the state
 	// query shows it).
 	onRecord func(store.LineRun)
+	// summary is the record as routing last wrote it.
+	summary *store.LineRun
 }
 
 func (w *agentWait) recorded(r store.LineRun) {
