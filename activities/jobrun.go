@@ -87,6 +87,12 @@ type Activities struct {
 	// LogRetry is how long an append of step output is retried; default
 	// DefaultLogRetry.
 	LogRetry time.Duration
+	// Inference is the router's endpoint and prices (router.go); nil
+	// without [inference]. Knowledge resolves routing instructions, and
+	// InferenceTokens keeps the gateway's tokens (gateway.go).
+	Inference       *Inference
+	Knowledge       KnowledgeReader
+	InferenceTokens InferenceTokens
 }
 
 func (a *Activities) now() time.Time {
@@ -811,7 +817,7 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 			payload["error"] = map[string]any{"code": res.ErrorCode, "message": msg, "failure_class": res.FailureClass}
 		}
 		r.ComputeCostCents = res.CostCents
-		r.InferenceCostCents = a.inferenceCents(&in.Manifest, r.StepTimeline)
+		r.InferenceCostCents = a.inferenceCents(&in.Manifest, r.StepTimeline) + GatewayCents(r)
 		r.TotalCostCents = r.ComputeCostCents + r.InferenceCostCents
 		r.CostRatedAt = &now
 		return nil

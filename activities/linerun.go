@@ -262,6 +262,7 @@ func sumCosts(r *store.LineRun) {
 			r.CostRatedAt = &t
 		}
 	}
+	r.InferenceCostCents += r.RouterCostCents // the router's calls (router.go)
 	r.TotalCostCents = r.ComputeCostCents + r.InferenceCostCents
 }
 
@@ -273,6 +274,10 @@ type RecordTransitionInput struct {
 	To        string
 	Iteration int
 	At        time.Time
+	// Option and Decision: an agentic transition's option and how it was
+	// decided.
+	Option   string
+	Decision store.AgenticDecision
 }
 
 // RecordTransition appends a taken transition and sets the outcome of the
@@ -284,7 +289,8 @@ func (a *Activities) RecordTransition(ctx context.Context, in RecordTransitionIn
 				return nil
 			}
 		}
-		r.Transitions = append(r.Transitions, store.TakenTransition{ID: in.ID, From: in.From, To: in.To, Iteration: in.Iteration, TakenAt: in.At.UTC()})
+		r.Transitions = append(r.Transitions, store.TakenTransition{ID: in.ID, From: in.From, To: in.To, Iteration: in.Iteration, TakenAt: in.At.UTC(),
+			Option: optString(in.Option), AgenticDecision: in.Decision})
 		for i := len(r.Stages) - 1; i >= 0; i-- {
 			if r.Stages[i].StageName == in.From {
 				id := in.ID
@@ -348,6 +354,7 @@ func (a *Activities) finishLineRun(ctx context.Context, in FinishLineRunInput) (
 		}
 		r.Status = in.Status
 		r.CompletedAt = &now
+		r.Waiting = nil // a stopped or expired wait
 		if n := len(r.ManagerTurns); n > 0 {
 			r.ManagerTurns[n-1].State = "completed"
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -241,6 +242,14 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 	// The driver gives the command its own path for SVC_OUTPUT and brings
 	// the file back to this one.
 	env[sandbox.OutputEnv] = outPath
+	if ra.ModelProvider == ModelProviderSvcInference {
+		// The service's metered gateway and a token for this run (gateway.go).
+		gw, err := a.InferenceStepEnv(ctx, in.RunID, stepKeyOf(in.Task, in.Step))
+		if err != nil {
+			return RunStepResult{Outcome: run.Fail(CodeInferenceUnavailable, run.ClassConfig, err.Error())}, nil
+		}
+		maps.Copy(env, gw)
+	}
 
 	stepKey := in.Task + "/" + in.Step
 	stdout := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stdout"}
@@ -476,8 +485,8 @@ func (a *Activities) recordSessionAndUsage(ctx context.Context, in RunStepInput,
 func (a *Activities) inferenceCents(m *manifests.JobManifest, timeline []store.StepTimelineEntry) int64 {
 	var micro int64
 	for _, e := range timeline {
-		if len(e.Usage) == 0 {
-			continue
+		if len(e.Usage) == 0 || stepProvider(m, e.TaskName, e.Name) == ModelProviderSvcInference {
+			continue // a svc_inference step's usage is what the gateway measured (gateway.go)
 		}
 		h, ok := a.Agents.Harness(stepHarness(m, e.TaskName, e.Name))
 		if !ok {

@@ -346,6 +346,7 @@ type controlRequest struct {
 	FromStage    *string `json:"from_stage"`
 	TransitionID *string `json:"transition_id"`
 	Option       *string `json:"option"`
+	Reason       *string `json:"reason"`
 }
 
 func (s *Server) controlLineRun(c *gin.Context) error {
@@ -362,10 +363,7 @@ func (s *Server) controlLineRun(c *gin.Context) error {
 	case req.Action == nil:
 		return invalid("control_payload_invalid", "action is required: select or retry", "body", "action")
 	case *req.Action == "select":
-		if req.TransitionID == nil || req.Option == nil {
-			return invalid("control_missing_id", "select needs transition_id and option", "body")
-		}
-		return invalid("control_target_invalid", fmt.Sprintf("line run %s is not waiting for a selection", r.ID), "body", "transition_id")
+		return s.selectOption(c, r, req) // selection.go
 	case *req.Action != "retry":
 		return invalid("control_payload_invalid", "action must be select or retry", "body", "action")
 	}

@@ -172,7 +172,7 @@ func schemas() openapi3.Schemas {
 		"cost_rated_at": dtN(), "error_message": strN(), "failure": failureSchema, "manager_turns": arr(turn), "triggered_by_actor": freeObjectN(),
 		"started_at": dtN(), "completed_at": dtN(), "transitions": arr(freeObject()), "stage_outputs": freeObject(), "workflow_id": str(),
 		"retry_of": strN(), "stop_reason": strN()}, nil)
-	control := obj(map[string]*openapi3.Schema{"action!": enum("select", "retry"), "from_stage": str(), "transition_id": str(), "option": str()}, nil)
+	control := obj(map[string]*openapi3.Schema{"action!": enum("select", "retry"), "from_stage": str(), "transition_id": str(), "option": str(), "reason": str()}, nil)
 	startLine := obj(map[string]*openapi3.Schema{"params": freeObject()}, nil)
 	out := openapi3.Schemas{
 		"LineRun":             lineRun.NewRef(),
@@ -266,6 +266,9 @@ var operations = map[string]opSpec{
 	"GET /tokens":                                           {summary: "List API tokens", success: 200, response: list("Token")},
 	"DELETE /tokens/{name}":                                 {summary: "Delete an API token", success: 204},
 	"GET /inference/models":                                 {summary: "The harnesses, models, efforts and prices of the server configuration file, and its router", success: 200, response: ref("InferenceModels")},
+	// The inference gateway: a step's SVC_INFERENCE_TOKEN as the bearer, not an API token.
+	"POST /inference/v1/chat/completions": {summary: "Inference gateway: an OpenAI-compatible chat completion forwarded to [inference] (streams included), metered on the calling run; bearer = the run's SVC_INFERENCE_TOKEN", request: "TriggerPayload", success: 200, response: freeObject().NewRef()},
+	"GET /inference/v1/models":            {summary: "Inference gateway: the models of [inference]; bearer = a running run's SVC_INFERENCE_TOKEN", success: 200, response: freeObject().NewRef()},
 }
 
 // openAPIPath turns a gin path (/jobs/:name) into an OpenAPI one (/jobs/{name}).
@@ -378,6 +381,14 @@ func (s *Server) buildOpenAPI() *openapi3.T {
 				notReady.WithJSONSchema(freeObject())
 			}
 			op.AddResponse(503, notReady)
+		}
+		if strings.HasPrefix(path, GatewayBase) {
+			op.Description = "Authenticated by a run's SVC_INFERENCE_TOKEN (valid while the run runs), not by an API token; other statuses are the upstream's."
+			op.AddResponse(401, errResp("missing or invalid inference token, or its run has ended (AUTH_REQUIRED)"))
+			op.AddResponse(413, errResp("request body too large"))
+			op.AddResponse(422, openapi3.NewResponse().WithDescription("the body is not a JSON object").WithJSONSchemaRef(ref("ValidationError")))
+			op.AddResponse(502, errResp("the inference endpoint did not answer (BAD_GATEWAY)"))
+			op.AddResponse(503, errResp("no [inference] configured (RESOURCE_UNAVAILABLE)"))
 		}
 		if r.Scope != "" {
 			op.AddResponse(401, errResp("missing or invalid bearer token (AUTH_REQUIRED)"))

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests/agentconf"
 	"github.com/linefactory/linefactory/store"
 )
@@ -89,6 +90,9 @@ type Config struct {
 	// Agents is the server configuration file (harnesses, models, router);
 	// nil configures none.
 	Agents *agentconf.Config
+	// Inference is the endpoint the inference gateway forwards to, with
+	// its prices (gateway.go); nil answers the gateway with 503.
+	Inference *activities.Inference
 }
 
 // Server is the REST API.
@@ -222,6 +226,9 @@ func (s *Server) registerRoutes() {
 	s.handle(http.MethodGet, "/knowledge", ScopeRead, s.listKnowledge)
 	s.handle(http.MethodGet, "/knowledge/:identifier", ScopeRead, s.getKnowledge)
 	s.handle(http.MethodGet, "/knowledge/:identifier/versions/:version_number", ScopeRead, s.getKnowledgeVersion)
+	// inference gateway: authenticated by a run's own token (gateway.go)
+	s.handle(http.MethodPost, gatewayChatCompletions, "", s.gatewayChat)
+	s.handle(http.MethodGet, gatewayModels, "", s.gatewayModelsList)
 	// tokens
 	s.handle(http.MethodPost, "/tokens", ScopeAdmin, s.createToken)
 	s.handle(http.MethodGet, "/tokens", ScopeAdmin, s.listTokens)

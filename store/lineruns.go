@@ -67,6 +67,8 @@ type TakenTransition struct {
 	Option    *string   `json:"option,omitempty"`
 	Iteration int       `json:"iteration"`
 	TakenAt   time.Time `json:"taken_at"`
+	// Agentic transitions only (see routing.go).
+	AgenticDecision
 }
 
 // LineRun is the record of one run of a line version.
@@ -97,6 +99,8 @@ type LineRun struct {
 	WorkflowID         string                    `json:"workflow_id,omitempty"`
 	RetryOf            *string                   `json:"retry_of,omitempty"`
 	StopReason         *string                   `json:"stop_reason,omitempty"`
+	// Agentic routing (see routing.go).
+	Routing
 }
 
 // LineRunFilter selects line runs; empty fields match all.

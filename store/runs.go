@@ -73,6 +73,8 @@ type JobRun struct {
 	StageName  *string `json:"stage_name,omitempty"`
 	WorkflowID string  `json:"workflow_id,omitempty"`
 	StopReason *string `json:"stop_reason,omitempty"`
+	// GatewayUsage is what its steps drew through the inference gateway.
+	GatewayUsage *GatewayUsage `json:"gateway_usage,omitempty"`
 }
 
 // JobRunFilter selects job runs; empty fields match all.

@@ -163,7 +163,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	err := db.AutoMigrate(
 		&knowledgeItemModel{}, &knowledgeVersionModel{}, &tokenModel{},
-		&jobRunModel{}, &stepLogModel{}, &lineRunModel{}, &lineScheduleModel{}, &sandboxSessionModel{},
+		&jobRunModel{}, &stepLogModel{}, &lineRunModel{}, &lineScheduleModel{}, &sandboxSessionModel{}, &inferenceTokenModel{},
 	)
 	if err != nil {
 		return fmt.Errorf("migrate store: %w", err)

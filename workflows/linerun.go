@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/run"
+	"github.com/linefactory/linefactory/store"
 )
 
 // LineRunWorkflowName is the registered name of LineRunWorkflow.
@@ -102,8 +104,19 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	}
 	state := LineRunState{}
 	_ = workflow.SetQueryHandler(ctx, StateQuery, func() (LineRunState, error) { return state, nil })
+	// The select Update, answered by the turn that waits (agentic.go);
+	// summary is the record as the routing activities return it.
+	var summary store.LineRun
+	wait := registerSelect(ctx, &summary)
+	wait.onRecord = func(r store.LineRun) {
+		//workflowcheck:ignore (JSON encoding is deterministic)
+		b, err := json.Marshal(r)
+		if err == nil {
+			state = state.replace(b) //workflowcheck:ignore (JSON decoding is deterministic)
+		}
+	}
 	for turns := 1; ; turns++ {
-		res, err := managerTurn(ctx, &in, st, &state)
+		res, err := managerTurn(ctx, &in, st, &state, wait)
 		if !errors.Is(err, errNextTurn) {
 			return res, err
 		}
@@ -132,7 +145,7 @@ var errNextTurn = errors.New("next manager turn")
 // managerTurn runs one manager turn of a line run: it visits st.Stage,
 // records it and routes. It returns errNextTurn with st set for the next
 // turn, or how the run ended. state is what the state query answers.
-func managerTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *LineRunState) (LineRunResult, error) {
+func managerTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *LineRunState, wait *agentWait) (LineRunResult, error) {
 	m := in.Manifest
 	book := bookkeeping(ctx)
 	// Bookkeeping that must happen even while the run is being stopped.
@@ -175,6 +188,13 @@ func managerTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *L
 	}
 	if ctx.Err() != nil {
 		return end(run.Cancelled, nil)
+	}
+	if st.Turn == 1 && needsInstructions(m) {
+		if f, err := resolveInstructions(dbook, *in, wait.summary); err != nil {
+			return fail(err)
+		} else if f != nil {
+			return end(run.Failed, f)
+		}
 	}
 	if len(m.Stages) == 0 {
 		return end(run.Failed, failure(run.ManifestNoStages, "the line has no stages"))
@@ -257,6 +277,12 @@ func managerTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *L
 
 	// route ranges over maps only to copy values or collect keys it sorts.
 	next, f := route(m, *in, st, stage.ID, visit) //workflowcheck:ignore
+	if f == nil && next != nil && next.agentic != nil {
+		var err error
+		if next, f, err = wait.decideAgentic(ctx, dbook, *in, st, *next.agentic, visit, wait.summary); err != nil {
+			return fail(err)
+		}
+	}
 	if f != nil {
 		if f.Code == run.StageFailed {
 			f.StageName, f.ErrorCode, f.FailureClass = visit.Stage, visit.ErrorCode, visit.FailureClass
@@ -275,7 +301,8 @@ func managerTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *L
 	}
 	st.Transitions[next.transition]++
 	if err := workflow.ExecuteLocalActivity(book, a.RecordTransition, activities.RecordTransitionInput{RunID: in.RunID, ID: next.transition,
-		From: stage.ID, To: next.stage, Iteration: st.Transitions[next.transition], At: workflow.Now(ctx)}).Get(book, nil); err != nil {
+		From: stage.ID, To: next.stage, Iteration: st.Transitions[next.transition], At: workflow.Now(ctx),
+		Option: next.option, Decision: next.decision}).Get(book, nil); err != nil {
 		return fail(err)
 	}
 	if ctx.Err() != nil {
@@ -374,11 +401,16 @@ type hop struct {
 	transition string
 	stage      string
 	params     map[string]any
+	// agentic: the transition whose option is still to decide; option and
+	// decision: the option an agentic transition took (agentic.go).
+	agentic  *manifests.Transition
+	option   string
+	decision store.AgenticDecision
 }
 
 // route picks the next stage from the stage just visited: exactly one
 // matching conditional transition is taken; several are ambiguous; none
-// falls to an agentic transition (not supported yet), else the line ends
+// falls to an agentic transition (decided by the caller), else the line ends
 // (no outgoing transitions) or has no route.
 func route(m manifests.LineManifest, in LineRunInput, st *LineState, from string, visit activities.StageVisit) (*hop, *run.Failure) {
 	ctx := manifests.EvalContext{From: from, Stages: st.Results, Transitions: st.Transitions, Trigger: in.Trigger}
@@ -411,7 +443,7 @@ func route(m manifests.LineManifest, in LineRunInput, st *LineState, from string
 		}
 		return nil, failure(run.AmbiguousTransition, fmt.Sprintf("from stage %s several transitions match: %v", from, ids))
 	case len(matched) == 0 && agentic != nil:
-		return nil, failure(run.NoRoute, fmt.Sprintf("stage %s needs agentic transition %s, and agentic routing is not supported by this server yet", from, agentic.ID))
+		return &hop{agentic: agentic}, nil // decided by decideAgentic
 	case len(matched) == 0 && len(outgoing) == 0:
 		if failed {
 			return nil, failure(run.StageFailed, fmt.Sprintf("stage %s %s: %s", from, visit.Status, visit.ErrorMessage))

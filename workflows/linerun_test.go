@@ -697,7 +697,7 @@ job = "hello"
 		msg       string
 		greeting  string
 	}{
-		{"agentic transition fails clearly", strings.Replace(two, "%s", "hello", 1) + `
+		{"agentic transition without a router waits until the wait expires", strings.Replace(two, "%s", "hello", 1) + `
 [[transitions]]
 type = "agentic"
 id = "pick"
@@ -706,7 +706,7 @@ instructions = { type = "literal", value = "pick one" }
 [[transitions.options]]
 name = "b"
 to = "b"
-`, nil, nil, "failed", "no_route", "agentic", ""},
+`, nil, nil, "failed", "routing_wait_expired", "nobody selected", ""},
 		{"failed visit, no transition taken", strings.Replace(two, "%s", "fail", 1) + `
 [[transitions]]
 type = "conditional"

@@ -43,6 +43,7 @@ import (
 //	FACTORY_SHUTDOWN_GRACE     --shutdown-grace      how long a stopping worker lets running steps finish (5m)
 //	FACTORY_RECONCILE_INTERVAL --reconcile-interval  how often workers reconcile unfinished records with Temporal (30s)
 //	FACTORY_RECONCILE_GRACE    --reconcile-grace     age of a queued record before it counts as never started (15s)
+//	FACTORY_INFERENCE_GATEWAY_URL --inference-gateway-url  base URL steps reach the inference gateway at (http://<addr>/inference/v1)
 type config struct {
 	HTTPAddr       string
 	DataDir        string
@@ -79,6 +80,11 @@ type config struct {
 	// ReconcileInterval and ReconcileGrace drive the reconciler.
 	ReconcileInterval time.Duration
 	ReconcileGrace    time.Duration
+	// Inference is the file's [inference] and [router] as the router and
+	// the inference gateway use them (set by serve, routing.go), the
+	// gateway reached at InferenceGatewayURL.
+	Inference           *activities.Inference
+	InferenceGatewayURL string
 	// TemporalPortsExplicit is true when the embedded server's ports were
 	// configured; otherwise busy defaults fall back to free ports.
 	TemporalPortsExplicit bool
@@ -120,6 +126,7 @@ func loadConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.DatabaseURL, "database-url", env("FACTORY_DATABASE_URL", ""), "store DSN (FACTORY_DATABASE_URL; default <data-dir>/factory.db)")
 	fs.StringVar(&roles, "roles", env("FACTORY_ROLES", "api,worker"), "roles to run: api, worker (FACTORY_ROLES)")
 	fs.StringVar(&maxBody, "max-body-bytes", env("FACTORY_MAX_BODY_BYTES", "4194304"), "request body limit (FACTORY_MAX_BODY_BYTES)")
+	fs.StringVar(&c.InferenceGatewayURL, "inference-gateway-url", env("FACTORY_INFERENCE_GATEWAY_URL", ""), "base URL steps reach the inference gateway at (FACTORY_INFERENCE_GATEWAY_URL; default http://<addr>/inference/v1)")
 	fs.StringVar(&logLevel, "log-level", env("FACTORY_LOG_LEVEL", "info"), "log level (FACTORY_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("FACTORY_LOG_FORMAT", ""), "log format: text or json (FACTORY_LOG_FORMAT; default text on a terminal, json otherwise)")
 	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "existing Temporal frontend host:port (TEMPORAL_ADDRESS); empty starts an embedded server")

@@ -31,6 +31,8 @@ type runtime struct {
 	client    client.Client
 	workers   *workerSet
 	snapshots *sandbox.Snapshots
+	// statusAttribute: the namespace has LinefactoryStatus (routing.go).
+	statusAttribute bool
 }
 
 func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog.Logger) (*runtime, error) {
@@ -71,6 +73,7 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 		return nil, err
 	}
 	rt.client = c
+	rt.statusAttribute = registerStatusSearchAttribute(ctx, c, cfg.TemporalNamespace, logger)
 	if cfg.Roles["worker"] {
 		drv, err := newSandboxDriver(cfg, logger)
 		if err != nil {
@@ -87,7 +90,8 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 			return nil, err
 		}
 		drv.Snapshots = rt.snapshots
-		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates, Agents: cfg.Agents}
+		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates, Agents: cfg.Agents,
+			Inference: cfg.Inference, Knowledge: st, InferenceTokens: st}
 		if rt.workers, err = startWorkers(ctx, cfg, c, st, acts, logger); err != nil {
 			rt.Close()
 			return nil, err
@@ -170,6 +174,7 @@ func reapSandboxes(ctx context.Context, drv *sandbox.Local, logger *slog.Logger,
 func (rt *runtime) StartLineRun(ctx context.Context, in workflows.LineRunInput) error {
 	_, err := rt.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: run.LineRunWorkflowID(in.RunID), TaskQueue: workflows.TaskQueue,
+		TypedSearchAttributes: rt.lineRunSearchAttributes(),
 	}, workflows.LineRunWorkflowName, in)
 	return err
 }

@@ -65,6 +65,19 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 		}
 	}
 
+	// The API listens before the worker starts, so steps get the gateway's
+	// address (routing.go).
+	var ln net.Listener
+	var apiAddr net.Addr
+	if cfg.Roles["api"] {
+		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+		}
+		defer ln.Close()
+		apiAddr = ln.Addr()
+	}
+	cfg.Inference = inferenceSettings(cfg.Agents, gatewayURL(cfg.InferenceGatewayURL, apiAddr), logger)
+
 	rt, err := startRuntime(ctx, cfg, st, logger)
 	if err != nil {
 		return err
@@ -82,11 +95,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 		return nil
 	}
 	srv := api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, ReadyChecks: rt.ReadyChecks(), Runs: rt,
-		IntegrationSecrets: cfg.IntegrationSecrets, Metrics: append(rt.workers.metrics(), activities.Collectors()...), Agents: cfg.Agents, TokenKey: tokenKey}, st)
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-	}
+		IntegrationSecrets: cfg.IntegrationSecrets, Metrics: append(rt.workers.metrics(), activities.Collectors()...), Agents: cfg.Agents,
+		TokenKey: tokenKey, Inference: cfg.Inference}, st)
 	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	// Followed logs last as long as their run: end them so that Shutdown
 	// only waits for ordinary in-flight requests.
