@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+
+	"github.com/linefactory/linefactory/manifests/run"
+)
+
+// triageLine waits for a person's select: its agentic transition has no
+// router on a server without a configuration file.
+const triageLine = `[line]
+name = "triage"
+[trigger]
+type = "manual"
+[[stages]]
+id = "look"
+job = "greet"
+[[stages]]
+id = "fix"
+job = "greet"
+[[stages]]
+id = "close"
+job = "greet"
+[[transitions]]
+type = "agentic"
+id = "decide"
+from = "look"
+instructions = { type = "literal", value = "Pick fix when the greeting looks wrong, else close." }
+[[transitions.options]]
+name = "fix"
+to = "fix"
+[[transitions.options]]
+name = "close"
+to = "close"
+params = { who = { type = "literal", value = "closer" } }
+`
+
+// TestRecordReplayHistories records the histories workflows' replay test
+// checks the code against: a job run, a line run with a loop, and a line run
+// that waits for a select. It runs only with FACTORY_RECORD_HISTORIES=1 and
+// rewrites workflows/testdata/histories; record again only when a workflow
+// change is versioned (workflow.GetVersion) or no run of the old code can be
+// in flight.
+func TestRecordReplayHistories(t *testing.T) {
+	if os.Getenv("FACTORY_RECORD_HISTORIES") != "1" {
+		t.Skip("set FACTORY_RECORD_HISTORIES=1 to record workflow histories for the replay test")
+	}
+	d := startDaemon(t, t.TempDir(), nil)
+	c := temporalClient(t, d)
+	dir := filepath.Join("..", "..", "workflows", "testdata", "histories")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d.deploy("greet", greetJob)
+	d.deploy("inc", loopJob)
+
+	jr := d.start("greet", map[string]any{"who": "replay"})
+	if got := d.wait(jr, 2*time.Minute)["status"]; got != string(run.Succeeded) {
+		t.Fatalf("job run %s: %v", jr, got)
+	}
+	saveHistory(t, c, run.JobRunWorkflowID(jr), filepath.Join(dir, "jobrun-greet.json"))
+
+	loop := d.startLine("loop", loopLine)
+	if got := d.waitLine(loop, 3*time.Minute)["status"]; got != string(run.Succeeded) {
+		t.Fatalf("loop line run %s: %v", loop, got)
+	}
+	saveHistory(t, c, run.LineRunWorkflowID(loop), filepath.Join(dir, "linerun-loop.json"))
+
+	sel := d.startLine("triage", triageLine)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		_, m := d.call("GET", "/factory/line-runs/"+sel, "", nil)
+		if m["status"] == string(run.Waiting) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("triage line run %s never waited: %v", sel, m)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	body, _ := json.Marshal(map[string]any{"action": "select", "transition_id": "decide", "option": "close"})
+	if code, m := d.call("POST", "/factory/line-runs/"+sel+"/control", "application/json", body); code != 202 {
+		t.Fatalf("select: %d %v", code, m)
+	}
+	if got := d.waitLine(sel, 2*time.Minute)["status"]; got != string(run.Succeeded) {
+		t.Fatalf("triage line run %s: %v", sel, got)
+	}
+	saveHistory(t, c, run.LineRunWorkflowID(sel), filepath.Join(dir, "linerun-select.json"))
+}
+
+// startLine deploys a line and starts a run of it.
+func (d *daemon) startLine(name, manifest string) string {
+	d.t.Helper()
+	if code, m := d.call("POST", "/factory/lines/"+name+"/deploy", "application/toml", []byte(manifest)); code != 201 && code != 200 {
+		d.t.Fatalf("deploy line %s: %d %v", name, code, m)
+	}
+	code, m := d.call("POST", "/factory/lines/"+name+"/runs", "application/json", []byte(`{}`))
+	if code != 201 {
+		d.t.Fatalf("start line %s: %d %v", name, code, m)
+	}
+	return m["id"].(string)
+}
+
+// saveHistory writes a workflow's whole history (every run of it) as the
+// JSON the replayer reads.
+func saveHistory(t *testing.T, c client.Client, workflowID, file string) {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), workflowID, "", false, 0)
+	hist := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %s: %d events", file, len(hist.Events))
+}

@@ -1,0 +1,44 @@
+package workflows
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/worker"
+)
+
+// TestReplayRecordedHistories replays every history recorded from a real
+// server (testdata/histories, written by cmd/factoryd's
+// TestRecordReplayHistories with FACTORY_RECORD_HISTORIES=1) against the
+// current workflow code. A change that would break runs in flight — a
+// command added, removed or reordered without workflow.GetVersion — fails
+// here with a nondeterminism error.
+func TestReplayRecordedHistories(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no recorded histories in testdata/histories: record them with FACTORY_RECORD_HISTORIES=1 go test -run TestRecordReplayHistories ./cmd/factoryd")
+	}
+	// The histories must cover what the manager and the job run do.
+	for _, want := range []string{"jobrun-", "linerun-loop", "linerun-select"} {
+		found := false
+		for _, f := range files {
+			found = found || strings.HasPrefix(filepath.Base(f), want)
+		}
+		if !found {
+			t.Errorf("no recorded history named %s*", want)
+		}
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			replayer := worker.NewWorkflowReplayer()
+			RegisterWorkflows(replayer)
+			if err := replayer.ReplayWorkflowHistoryFromJSONFile(nil, file); err != nil {
+				t.Fatalf("replay %s: %v", file, err)
+			}
+		})
+	}
+}
