@@ -95,6 +95,12 @@ func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs) ([]string, error
 		}
 		args = append(args, "--bind", b[0], b[1])
 	}
+	if len(p.sockets) > 0 { // traversable by the step's user
+		args = append(args, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", ServiceSocketDir)
+	}
+	for _, s := range p.sockets {
+		args = append(args, "--bind", s[0], s[1])
+	}
 	for _, f := range []struct {
 		path    string
 		content []byte

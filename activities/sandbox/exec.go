@@ -41,6 +41,7 @@ type execPlan struct {
 	outputs   [][2]string // output files: where they go on the host, where the command wrote them
 	binds     [][2]string // host directory, where the command sees it
 	readOnly  []string    // host files seen read-only at their path
+	sockets   [][2]string // service sockets: host path, where the command sees them
 	uid       int         // the user inside the sandbox
 	passwd    []byte
 	group     []byte
@@ -61,6 +62,11 @@ func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	if err != nil {
 		return ExecResult{}, err
 	}
+	stopServices, err := l.serveServices(sb, p, req.Services)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	defer stopServices()
 	r, err := l.start(sb, p)
 	if err != nil {
 		return ExecResult{}, err

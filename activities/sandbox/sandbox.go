@@ -165,6 +165,9 @@ type ExecRequest struct {
 	// Network runs the command with the host's network even when the
 	// sandbox has internet_enabled = false (sources and setup scripts).
 	Network bool
+	// Services are worker endpoints the command reaches on its own
+	// 127.0.0.1 (isolated only; see Service).
+	Services []Service
 }
 
 // ExecResult is the outcome of a command.
