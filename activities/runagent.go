@@ -242,6 +242,7 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 	// The driver gives the command its own path for SVC_OUTPUT and brings
 	// the file back to this one.
 	env[sandbox.OutputEnv] = outPath
+	var services []sandbox.Service
 	if ra.ModelProvider == ModelProviderSvcInference {
 		// The service's metered gateway and a token for this run (gateway.go).
 		gw, err := a.InferenceStepEnv(ctx, in.RunID, stepKeyOf(in.Task, in.Step))
@@ -249,6 +250,13 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 			return RunStepResult{Outcome: run.Fail(CodeInferenceUnavailable, run.ClassConfig, err.Error())}, nil
 		}
 		maps.Copy(env, gw)
+		if sb.Isolation == sandbox.IsolationBwrap {
+			svc, err := gatewayService(env)
+			if err != nil {
+				return RunStepResult{Outcome: run.Fail(CodeInferenceUnavailable, run.ClassConfig, err.Error())}, nil
+			}
+			services = append(services, svc)
+		}
 	}
 
 	stepKey := in.Task + "/" + in.Step
@@ -256,7 +264,7 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 	stderr := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stderr"}
 	res, err := a.Sandboxes.Exec(ctx, sandbox.ExecRequest{
 		Sandbox: in.Sandbox, Argv: argv, Workdir: workdir, Stdout: stdout, Stderr: stderr,
-		Env: env, Timeout: time.Duration(in.TimeoutSeconds) * time.Second, User: in.Action.User,
+		Env: env, Timeout: time.Duration(in.TimeoutSeconds) * time.Second, User: in.Action.User, Services: services,
 	})
 	stdout.flush()
 	stderr.flush()

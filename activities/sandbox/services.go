@@ -109,4 +109,3 @@ func validServiceName(name string) bool {
 	}
 	return true
 }
-
