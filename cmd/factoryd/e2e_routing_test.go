@@ -381,11 +381,14 @@ func routingHasWorkflow(resp *workflowservice.ListWorkflowExecutionsResponse, id
 // anywhere in its environment.
 const gatewayAgentScript = `curl -sf -X POST "$OPENAI_BASE_URL/chat/completions" -H "Authorization: Bearer $OPENAI_API_KEY" -H 'Content-Type: application/json' -d '{"model": "worker-large", "messages": [{"role": "user", "content": "hi"}]}' > answer.json || exit 9; if env | grep -q upstream-key; then leaked=yes; else leaked=no; fi; printf '{"leaked": "%s", "token": "%s", "base": "%s"}' "$leaked" "$SVC_INFERENCE_TOKEN" "$SVC_INFERENCE_BASE_URL" > "$SVC_OUTPUT"`
 
-// TestEndToEndGatewaySessionStep: a session step with model_provider =
-// "svc_inference" calls the gateway with its own token; the upstream sees
+// TestEndToEndGatewaySessionStep: an isolated session step with
+// model_provider = "svc_inference" calls the gateway with its own token; the upstream sees
 // the upstream key (the step never does), the job run's inference cost is
 // the fake's usage x price, and the token is refused after the run ends.
 func TestEndToEndGatewaySessionStep(t *testing.T) {
+	// The step runs isolated (the default, bwrap), where it reaches nothing
+	// of the host but the gateway, forwarded to its own loopback.
+	requireIsolation(t)
 	fake := &fakeInference{}
 	upstream := httptest.NewServer(fake)
 	defer upstream.Close()
@@ -400,10 +403,7 @@ api_key_env = "E2E_INFERENCE_KEY"
 name = "worker-large"
 input_cents_per_mtok = 100
 output_cents_per_mtok = 300
-`, script, upstream.URL),
-		// An isolated sandbox (bwrap) cannot reach the host's API, the
-		// gateway included (README "Security"): this step runs on the host.
-		"FACTORY_SANDBOX_ISOLATION=none")
+`, script, upstream.URL))
 	d.deploy("gw", `[job]
 name = "gw"
 [[run.tasks]]
@@ -431,7 +431,7 @@ type = "string"
 		t.Fatalf("job run %v", jr)
 	}
 	out := jr["result_payload"].(map[string]any)["outputs"].(map[string]any)
-	if out["leaked"] != "no" || !strings.HasPrefix(out["token"].(string), activities.InferenceTokenPrefix) || !strings.HasSuffix(out["base"].(string), "/inference/v1") {
+	if out["leaked"] != "no" || !strings.HasPrefix(out["token"].(string), activities.InferenceTokenPrefix) || out["base"] != fmt.Sprintf("http://127.0.0.1:%d/inference/v1", activities.InferenceSandboxPort) {
 		t.Fatalf("step outputs %v", out)
 	}
 	auth, models := fake.seen()
