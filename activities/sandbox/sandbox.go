@@ -10,6 +10,10 @@
 //     internet through slirp4netns, never the host's loopback, addresses or
 //     private ranges. Without a host that can isolate, NewLocal fails;
 //     IsolationNone is the operator's explicit choice.
+//   - The only way out of an isolated command is what its caller asks for
+//     in ExecRequest.Services: each a handler of the worker, served on a
+//     socket of that command's own (0600, the sandbox's uid) and reached on
+//     the command's own 127.0.0.1 through a forwarder that ends with it.
 //   - Paths never escape a sandbox's workspace: workdirs are resolved (with
 //     symlinks) and rejected if they leave it.
 //   - Every command is in its cgroup before it runs; cancellation, timeout,
