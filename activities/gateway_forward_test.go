@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -12,9 +13,12 @@ import (
 // reaches passes the gateway's paths with the step's token and refuses the
 // rest of the API; the step's base URLs point at its own loopback.
 func TestGatewayServiceProxiesOnlyTheGateway(t *testing.T) {
+	var mu sync.Mutex
 	var seen []string
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		seen = append(seen, r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
 		_, _ = io.WriteString(w, "api:"+r.URL.Path)
 	}))
 	defer api.Close()
@@ -49,6 +53,8 @@ func TestGatewayServiceProxiesOnlyTheGateway(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", c.path, rec.Code, rec.Body.String(), c.code)
 		}
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if len(seen) != 2 || seen[0] != "/inference/v1/chat/completions Bearer lfi_x" || !strings.HasPrefix(seen[1], "/inference/v1/models") {
 		t.Fatalf("the API saw %q", seen)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -31,15 +32,20 @@ func TestServiceForwarded(t *testing.T) {
 		}
 	}()
 	hostPort := host.Addr().(*net.TCPAddr).Port
+	var mu sync.Mutex
 	var got []string
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
 		fmt.Fprintf(w, "served %s", r.URL.Path)
 	})
 	for _, online := range []bool{true, false} {
 		name := fmt.Sprintf("svc-%v", online)
 		sb := acquire(t, l, Spec{Name: name, InternetEnabled: online})
+		mu.Lock()
 		got = nil
+		mu.Unlock()
 		script := `printf 'GET /inference/v1/models HTTP/1.0\r\nAuthorization: Bearer tok\r\n\r\n' | socat -t5 - TCP:127.0.0.1:9555; echo; ` +
 			fmt.Sprintf(`printf 'x' | socat -t2 - TCP:127.0.0.1:%d 2>&1 || echo host-loopback-refused; `, hostPort) +
 			`ls -l /run/svc`
@@ -48,8 +54,11 @@ func TestServiceForwarded(t *testing.T) {
 		if res.ExitCode != 0 || !strings.Contains(out, "served /inference/v1/models") {
 			t.Fatalf("online=%v: exit %d, the step did not reach the service:\n%s", online, res.ExitCode, out)
 		}
-		if len(got) != 1 || got[0] != "GET /inference/v1/models Bearer tok" {
-			t.Fatalf("online=%v: the handler saw %q", online, got)
+		mu.Lock()
+		saw := append([]string(nil), got...)
+		mu.Unlock()
+		if len(saw) != 1 || saw[0] != "GET /inference/v1/models Bearer tok" {
+			t.Fatalf("online=%v: the handler saw %q", online, saw)
 		}
 		if strings.Contains(out, "HOST-LOOPBACK-REACHED") || !strings.Contains(out, "host-loopback-refused") {
 			t.Fatalf("online=%v: the step reached the host's loopback:\n%s", online, out)
