@@ -74,7 +74,8 @@ func (l *Local) serveServices(sb Sandbox, p *execPlan, services []Service) (stop
 			return func() {}, errorf(CodeExecFailed, err, "listen for service %s", s.Name)
 		}
 		paths = append(paths, host)
-		if err := os.Chown(host, sb.HostUID, sb.HostUID); err == nil {
+		err = os.Chown(host, sb.HostUID, sb.HostUID)
+		if err == nil {
 			err = os.Chmod(host, 0o600)
 		}
 		if err != nil {
