@@ -194,6 +194,8 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 	if err != nil {
 		return RunStepResult{}, &sandbox.Error{Code: sandbox.CodeFileOperation, Msg: "prepare the agent step's files", Err: err}
 	}
+	// SPEC: the step sees $SVC_OUTPUT as /tmp/svc_output.<job_run_id>.<random>.
+	files.Output = filepath.Join(dir, "svc_output."+unsafePathRE.ReplaceAllString(in.RunID, "_")+"."+hex.EncodeToString(rnd[:]))
 	defer os.RemoveAll(dir)
 	workdir, err := manifests.Render(in.Workdir, in.Params)
 	if err != nil {

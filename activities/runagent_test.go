@@ -2,8 +2,10 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -310,5 +312,30 @@ func TestExecStepArtifacts(t *testing.T) {
 	res, _ = a.RunStep(context.Background(), in)
 	if res.ErrorCode != run.CodeArtifactInvalid || res.FailureClass != "contract" || !strings.Contains(res.ErrorMessage, `line 1: external_ref.slug: knowledge item "nope" does not exist`) {
 		t.Errorf("bad svc slug: %+v", res)
+	}
+}
+
+// TestRunAgentOutputPath: an agent step sees $SVC_OUTPUT in the form SPEC
+// gives exec steps, /tmp/svc_output.<job_run_id>.<random>, in both modes.
+func TestRunAgentOutputPath(t *testing.T) {
+	a, _, _, m := agentFixture(t)
+	ctx := context.Background()
+	if err := a.StartRun(ctx, StartRunInput{RunID: "jr_1", Manifest: m}); err != nil {
+		t.Fatal(err)
+	}
+	form := regexp.MustCompile(`^/tmp/svc_output\.jr_1\.[0-9a-f]+$`)
+	for _, ra := range []*manifests.RunAgent{
+		{Mode: "exec", Harness: "custom", Command: []string{"sh", "-c", `echo "note=$SVC_OUTPUT" >> $SVC_OUTPUT`}},
+		{Mode: "session", Harness: "agent_a", Command: []string{"sh", "-c", `printf '{"note": "%s"}' "$SVC_OUTPUT" > $SVC_OUTPUT`}},
+	} {
+		in := stepInput(m, "jr_1", 2)
+		in.Action = manifests.Step{Name: "tool", RunAgent: ra}
+		res, err := a.RunStep(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != run.Succeeded || !form.MatchString(fmt.Sprint(res.Outputs["note"])) {
+			t.Errorf("%s mode: %s %q, $SVC_OUTPUT was %v", ra.Mode, res.Status, res.ErrorMessage, res.Outputs["note"])
+		}
 	}
 }
