@@ -353,6 +353,13 @@ func (s *Server) controlLineRun(c *gin.Context) error {
 	ctx := c.Request.Context()
 	var req controlRequest
 	if err := bindJSON(c, &req); err != nil {
+		// API.md: an invalid control carries its failure code in detail[].type.
+		var bad *InvalidInput
+		if errors.As(err, &bad) {
+			for i := range bad.Detail {
+				bad.Detail[i].Type = "control_payload_invalid"
+			}
+		}
 		return err
 	}
 	r, err := s.store.GetLineRun(ctx, c.Param("run_id"))

@@ -64,6 +64,8 @@ func TestLineRunControlErrors(t *testing.T) {
 			want string
 		}{
 			{map[string]any{}, "control_payload_invalid"},
+			{map[string]any{"action": "select", "transition_id": "to-check", "option": 5}, "control_payload_invalid"},
+			{map[string]any{"action": "select", "transition_id": "to-check", "option": "x", "extra": 1}, "control_payload_invalid"},
 			{map[string]any{"action": "select"}, "control_missing_id"},
 			{map[string]any{"action": "select", "transition_id": "to-check", "option": "x"}, "control_target_invalid"},
 			{map[string]any{"action": "retry"}, "retry_snapshot_invalid"},
