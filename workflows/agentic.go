@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -118,7 +119,7 @@ func (w *agentWait) validate(in SelectInput) error {
 		}
 		names[i] = o.Name
 	}
-	return refuse(CodeControlUnknownOption, "%q is not an option of transition %s (options: %v)", in.Option, in.TransitionID, names)
+	return refuse(CodeControlUnknownOption, "%q is not an option of transition %s (options: %s)", in.Option, in.TransitionID, strings.Join(names, ", "))
 }
 
 // needsInstructions tells whether a line binds routing instructions to

@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -220,6 +221,9 @@ func TestAgenticWaitThenSelect(t *testing.T) {
 				if got := rejectedWith(bad[i].rejected); got != want {
 					t.Fatalf("bad select %d: rejected with %q (%v), want %s", i, got, bad[i].rejected, want)
 				}
+			}
+			if msg := fmt.Sprint(bad[0].rejected); !strings.Contains(msg, "(options: fix, drop)") {
+				t.Errorf("unknown option refusal lists the options as %q", msg)
 			}
 			if good == nil || !good.done || good.rejected != nil || good.record.Status != run.Running || good.record.Waiting != nil {
 				t.Fatalf("good select %+v", good)
