@@ -466,6 +466,9 @@ func (a *Activities) recordSessionAndUsage(ctx context.Context, in RunStepInput,
 		if id != "" {
 			e.AgentSessionID = &id
 		}
+		if ra.ModelProvider == ModelProviderSvcInference {
+			return // its usage and cost are what the gateway measured (api/gateway.go), not what the agent reports
+		}
 		e.Usage = nil
 		for _, u := range usage {
 			if u.Model == "" {

@@ -339,3 +339,37 @@ func TestRunAgentOutputPath(t *testing.T) {
 		}
 	}
 }
+
+type tokenSink struct{ n int }
+
+func (s *tokenSink) CreateInferenceToken(context.Context, store.InferenceToken) error {
+	s.n++
+	return nil
+}
+
+// TestRunAgentSvcInferenceUsage: a svc_inference step's cost is what the
+// gateway measures; the usage the agent reports is neither priced onto its
+// timeline entry nor into the run.
+func TestRunAgentSvcInferenceUsage(t *testing.T) {
+	a, st, _, m := agentFixture(t)
+	a.Inference = &Inference{BaseURL: "http://127.0.0.1:9/v1", GatewayURL: "http://127.0.0.1:9/inference/v1"}
+	tokens := &tokenSink{}
+	a.InferenceTokens = tokens
+	ctx := context.Background()
+	if err := a.StartRun(ctx, StartRunInput{RunID: "jr_1", Manifest: m}); err != nil {
+		t.Fatal(err)
+	}
+	in := stepInput(m, "jr_1", 0)
+	in.Action = manifests.Step{Name: "first", RunAgent: &manifests.RunAgent{Mode: "session", Harness: "agent_a", ModelProvider: ModelProviderSvcInference,
+		Command: []string{"sh", "-c", `echo '{"model": "big", "input_tokens": 1000000}' > $SVC_USAGE; echo '{"summary": "s"}' > $SVC_OUTPUT`}}}
+	res, err := a.RunStep(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != run.Succeeded || tokens.n != 1 {
+		t.Fatalf("step: %s %q, tokens minted %d", res.Status, res.ErrorMessage, tokens.n)
+	}
+	if e := timelineEntry(st.runs["jr_1"], "first"); e.InferenceCostCents != 0 || len(e.Usage) != 0 {
+		t.Errorf("the agent's own usage was booked: cost %d usage %+v", e.InferenceCostCents, e.Usage)
+	}
+}

@@ -270,6 +270,7 @@ func (s *Server) bookGatewayUsage(caller gatewayCaller, model string, u usage) {
 			sort.Strings(g.Unpriced)
 		}
 		r.GatewayUsage = g
+		bookStepUsage(r, caller.step, model, u, s.cfg.Inference)
 		r.InferenceCostCents += activities.CentsRoundedUp(g.MicroCents) - before
 		r.TotalCostCents = r.ComputeCostCents + r.InferenceCostCents
 		return nil
@@ -286,4 +287,25 @@ func containsString(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// bookStepUsage adds a gateway response's usage to the timeline entry of
+// the step ("task/step") that made the call: its usage lines and its cost
+// (its lines priced, rounded up), so the step shows what the service
+// measured rather than what the agent reported.
+func bookStepUsage(r *store.JobRun, step, model string, u usage, inf *activities.Inference) {
+	for i := range r.StepTimeline {
+		e := &r.StepTimeline[i]
+		if e.TaskName+"/"+e.Name != step {
+			continue
+		}
+		e.Usage = append(e.Usage, store.AgentUsage{Model: model, InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens})
+		var micro int64
+		for _, l := range e.Usage {
+			m, _ := inf.Price(l.Model, l.InputTokens, l.OutputTokens)
+			micro += m
+		}
+		e.InferenceCostCents = activities.CentsRoundedUp(micro)
+		return
+	}
 }

@@ -75,11 +75,12 @@ func TestInferenceGateway(t *testing.T) {
 	inf.GatewayURL = srv.URL + GatewayBase
 
 	ctx := context.Background()
-	if _, err := st.CreateJobRun(ctx, store.JobRun{ID: "jr_gw", JobName: "j", JobVersionID: "jv", Status: "running", ComputeCostCents: 2}); err != nil {
+	if _, err := st.CreateJobRun(ctx, store.JobRun{ID: "jr_gw", JobName: "j", JobVersionID: "jv", Status: "running", ComputeCostCents: 2,
+		StepTimeline: []store.StepTimelineEntry{{TaskName: "t", Name: "think", Status: "running"}}}); err != nil {
 		t.Fatal(err)
 	}
 	acts := &activities.Activities{Inference: inf, InferenceTokens: st}
-	env, err := acts.InferenceStepEnv(ctx, "jr_gw", "think")
+	env, err := acts.InferenceStepEnv(ctx, "jr_gw", "t/think")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +148,10 @@ func TestInferenceGateway(t *testing.T) {
 	}
 	if jr.InferenceCostCents != 750 || jr.TotalCostCents != 752 || jr.GatewayUsage == nil || jr.GatewayUsage.Requests != 2 || jr.GatewayUsage.InputTokens != 3_000_000 {
 		t.Fatalf("job run costs: inference %d total %d usage %+v", jr.InferenceCostCents, jr.TotalCostCents, jr.GatewayUsage)
+	}
+	// The calling step's timeline entry shows the measured usage and cost.
+	if e := jr.StepTimeline[0]; e.InferenceCostCents != 750 || len(e.Usage) != 2 || e.Usage[1].InputTokens != 2_000_000 || e.Usage[0].Model != "m" {
+		t.Fatalf("step entry: cost %d usage %+v", e.InferenceCostCents, e.Usage)
 	}
 
 	// Refused: no token, an API token, a wrong token, and the token once
