@@ -442,6 +442,10 @@ type = "string"
 	if c := jr["inference_cost_cents"].(float64); c != 250 || jr["total_cost_cents"].(float64) != 250+jr["compute_cost_cents"].(float64) {
 		t.Fatalf("job run costs %v / %v / %v", jr["inference_cost_cents"], jr["compute_cost_cents"], jr["total_cost_cents"])
 	}
+	// The step's timeline entry shows the same measured usage and cost.
+	if e := jr["step_timeline"].([]any)[0].(map[string]any); e["inference_cost_cents"] != 250.0 || len(e["usage"].([]any)) != 1 {
+		t.Fatalf("step entry: cost %v usage %v", e["inference_cost_cents"], e["usage"])
+	}
 	req, _ := http.NewRequest("GET", d.base+"/inference/v1/models", nil)
 	req.Header.Set("Authorization", "Bearer "+out["token"].(string))
 	resp, err := http.DefaultClient.Do(req)
