@@ -400,7 +400,7 @@ func TestRunInspection(t *testing.T) {
 	// its detail.
 	e.expect(e.run("write", "select", line, "-o", "table"), 0, "no agentic transition")
 	r = e.run("write", "select", line, "ship", "--transition", "review")
-	e.expect(r, 1, "422", "control_target_invalid", "not waiting for a selection")
+	e.expect(r, 1, "422", "control_target_invalid", "waits for no selection")
 }
 
 func TestAdminCommands(t *testing.T) {
