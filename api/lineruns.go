@@ -246,8 +246,7 @@ func (s *Server) listLineRuns(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.Data(http.StatusOK, "application/json; charset=utf-8", jsonArray(runs))
-	return nil
+	return writeRawRunList(c, runs)
 }
 
 // jsonArray joins JSON values into a JSON array.

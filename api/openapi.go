@@ -180,6 +180,7 @@ func schemas() openapi3.Schemas {
 		"LineRunStartRequest": startLine.NewRef(),
 		"ControlRequest":      control.NewRef(),
 		"JobRun":              jobRun.NewRef(),
+		"JobRunSummary":       summarySchema(jobRun).NewRef(),
 		"JobRunStartRequest":  startRun.NewRef(),
 		"StopRequest":         stopRun.NewRef(),
 		"ErrorBody":           errorBody.NewRef(),

@@ -134,8 +134,7 @@ func (s *Server) listJobRuns(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, runs)
-	return nil
+	return writeRunList(c, runs)
 }
 
 // getJobRun answers with the stored run document as is: it is the run's

@@ -115,8 +115,7 @@ func (s *Server) searchJobRuns(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, runs)
-	return nil
+	return writeRunList(c, runs)
 }
 
 func (s *Server) searchLineRuns(c *gin.Context) error {
@@ -135,8 +134,7 @@ func (s *Server) searchLineRuns(c *gin.Context) error {
 			return err
 		}
 	}
-	c.JSON(http.StatusOK, out)
-	return nil
+	return writeRunList(c, out)
 }
 
 // wantsFollow tells a log request that asks for Server-Sent Events.
