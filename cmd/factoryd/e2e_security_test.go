@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -232,6 +234,54 @@ func TestHostileSteps(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				t.Fatal("the scheduled run did not finish")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	t.Run("code through a trigger-mapped value", func(t *testing.T) {
+		d.deploy("chatvictim", hostileJob("chatvictim", `echo "hello {{who}}"; echo hello {{who}}`, ""))
+		line := "[line]\nname = \"chatattack\"\n[trigger]\ntype = \"integration_trigger\"\nname = \"chat\"\nprovider = \"chat_tool\"\n" +
+			"selector = { kind = \"channel\", scope = \"all\" }\noutputs = { who = { type = \"trigger_path\", path = \"body.text\" } }\n" +
+			"[[stages]]\nid = \"s\"\njob = \"chatvictim\"\n"
+		if code, m := d.call("POST", "/factory/lines/chatattack/deploy", "application/toml", []byte(line)); code != 201 {
+			t.Fatalf("deploy: %d %v", code, m)
+		}
+		evil := "$(echo PWNED-EVENT) `echo PWNED-TICK`; echo PWNED-SEMI"
+		body, _ := json.Marshal(map[string]any{"channel": "#general", "user": "stranger", "text": evil})
+		t.Logf("attack integration event: chat_tool text = %s", evil)
+		req, _ := http.NewRequest("POST", d.base+"/factory/integrations/chat_tool/events", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+e2eToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Event-Name", "message")
+		req.Header.Set("X-Delivery-Id", "chat-attack-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(answer), "chatattack") {
+			t.Fatalf("the event started no run of chatattack: %d %s", resp.StatusCode, answer)
+		}
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			for _, r := range d.list("/jobs/chatvictim/runs") {
+				if r["status"] == "succeeded" || r["status"] == "failed" {
+					out := d.stepLog(r["id"].(string))
+					t.Logf("status %v, output:\n%s", r["status"], out)
+					for _, l := range strings.Split(out, "\n") {
+						if strings.Contains(l, "PWNED") && !strings.Contains(l, "hello "+evil) {
+							t.Fatalf("the trigger-mapped value ran as code:\n%s", out)
+						}
+					}
+					if strings.Count(out, "hello "+evil) != 2 {
+						t.Fatalf("the trigger-mapped value was not printed as text twice:\n%s", out)
+					}
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the event's run did not finish")
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
