@@ -123,10 +123,7 @@ func summarySchema(full *openapi3.Schema) *openapi3.Schema {
 	for name, p := range full.Properties {
 		s.Properties[name] = p
 	}
-	s.Required = nil
-	for _, name := range full.Required {
-		s.Required = append(s.Required, name)
-	}
+	s.Required = append([]string(nil), full.Required...)
 	for _, k := range summaryDropped {
 		delete(s.Properties, k)
 		for i, name := range s.Required {
