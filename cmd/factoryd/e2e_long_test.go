@@ -47,9 +47,12 @@ func TestEndToEndLongJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIPPING: a 5,000-step job takes minutes (-short)")
 	}
-	// 5,000 steps in one task take about 7.5 min on a loaded 2-core
-	// machine (~11 steps/s); ten tasks of 500, four at a time, finish
-	// sooner and cross task boundaries (where a long run continues as new).
+	// Ten tasks of 500, four at a time, so the run crosses task
+	// boundaries. Measured on a loaded 2-core machine: 8m53s (9.4 steps/s;
+	// one task of 5,000 ran at 8-14 steps/s, no faster). Two thirds of
+	// factoryd's CPU goes to store.UpdateJobRunStep, whose SQLite
+	// json_each/json_set parse the whole timeline on every step update, so
+	// a run's cost grows with the square of its steps.
 	const tasks, perTask = 10, 500
 	const steps = tasks * perTask
 	env := append(robustEnv(t, t.TempDir()), "FACTORY_SANDBOX_ISOLATION=none")
