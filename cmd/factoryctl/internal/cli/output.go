@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 // printJSON prints a value as indented JSON with a trailing newline; raw
@@ -169,16 +171,28 @@ type lineRunFailure struct {
 	StageStep    *string `json:"stage_step"`
 }
 
-// finalJob and finalLine are the final statuses.
-var finalJob = map[string]bool{"succeeded": true, "failed": true, "cancelled": true, "timed_out": true}
-var finalLine = map[string]bool{"succeeded": true, "failed": true, "cancelled": true}
+// finalJob and finalLine tell whether a job run's or line run's status is
+// final (manifests/run's terminal sets).
+func finalJob(status string) bool  { return run.JobRun.Terminal(run.Status(status)) }
+func finalLine(status string) bool { return run.LineRun.Terminal(run.Status(status)) }
+
+// statusNames are the statuses a run listing can filter on: a job run's
+// and a line run's.
+func statusNames() []string {
+	statuses := []run.Status{run.Queued, run.Running, run.Waiting, run.Succeeded, run.Failed, run.Cancelled, run.TimedOut}
+	names := make([]string, len(statuses))
+	for i, s := range statuses {
+		names[i] = string(s)
+	}
+	return names
+}
 
 // statusExit maps a final run status to the exit code of --wait.
 func statusExit(status string) int {
-	switch status {
-	case "succeeded":
+	switch run.Status(status) {
+	case run.Succeeded:
 		return ExitOK
-	case "cancelled", "timed_out":
+	case run.Cancelled, run.TimedOut:
 		return ExitCancelled
 	}
 	return ExitFailed

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/linefactory/linefactory/cmd/factoryctl/internal/client"
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 type runOptions struct {
@@ -328,7 +329,7 @@ func (a *App) waitQuiet(ctx context.Context, c *client.Client, id string) (strin
 		if err := c.Get(ctx, path, nil, &r); err != nil {
 			return "", err
 		}
-		if final[r.Status] {
+		if final(r.Status) {
 			return r.Status, nil
 		}
 		if err := a.sleep(ctx); err != nil {
@@ -352,7 +353,7 @@ func (a *App) pollJob(ctx context.Context, c *client.Client, id string, write fu
 		}
 		for _, s := range r.StepTimeline {
 			key := s.TaskName + "/" + s.Name
-			if s.Status == "pending" || seen[key] == s.Status {
+			if s.Status == string(run.Pending) || seen[key] == s.Status {
 				continue
 			}
 			seen[key] = s.Status
@@ -366,7 +367,7 @@ func (a *App) pollJob(ctx context.Context, c *client.Client, id string, write fu
 			write(fmt.Sprintf("%s  %s\n", r.JobName, r.Status))
 			lastStatus = r.Status
 		}
-		if finalJob[r.Status] {
+		if finalJob(r.Status) {
 			return r.Status, raw, nil
 		}
 		if err := a.sleep(ctx); err != nil {
@@ -402,13 +403,13 @@ func (a *App) pollLine(ctx context.Context, c *client.Client, id string, write f
 		}
 		if r.Status != lastStatus {
 			line := fmt.Sprintf("%s  %s", r.LineName, r.Status)
-			if r.Status == "waiting" {
+			if r.Status == string(run.Waiting) {
 				line += fmt.Sprintf("  (a transition needs a selection: factoryctl select %s)", r.ID)
 			}
 			write(line + "\n")
 			lastStatus = r.Status
 		}
-		if finalLine[r.Status] {
+		if finalLine(r.Status) {
 			return r.Status, raw, nil
 		}
 		if err := a.sleep(ctx); err != nil {
@@ -433,7 +434,7 @@ func (a *App) printSummary(raw []byte, id string) {
 		var r jobRun
 		_ = json.Unmarshal(raw, &r)
 		fmt.Fprintf(w, "job run %s %s in %s, cost %s\n", r.ID, r.Status, span(r.StartedAt, r.CompletedAt), cents(r.TotalCostCents))
-		if r.Status != "succeeded" {
+		if r.Status != string(run.Succeeded) {
 			fmt.Fprintf(w, "  error: %s  class: %s  %s\n", dash(deref(r.ErrorCode)), dash(deref(r.FailureClass)), deref(r.ErrorMessage))
 		}
 		return

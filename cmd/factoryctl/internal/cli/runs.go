@@ -12,6 +12,7 @@ import (
 
 	"github.com/linefactory/linefactory/cmd/factoryctl/internal/client"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 func badRunID(id string) error {
@@ -217,7 +218,7 @@ a job, --line only those of a line; --status and --since (RFC 3339, or a duratio
 				q2 := client.Query("status", status, "since", since, "limit", client.Itoa(limit+offset), "job", job)
 				var raws []json.RawMessage
 				// No job run waits: --status waiting lists line runs only.
-				if status != "waiting" {
+				if status != string(run.Waiting) {
 					if err := c.Get(ctx, "/job-runs", q2, &raws); err != nil {
 						return err
 					}
@@ -235,7 +236,7 @@ a job, --line only those of a line; --status and --since (RFC 3339, or a duratio
 				}
 				var raws []json.RawMessage
 				// No line run times out (it fails with line_timeout).
-				if status != "timed_out" {
+				if status != string(run.TimedOut) {
 					if err := c.Get(ctx, "/factory/line-runs", q, &raws); err != nil {
 						return err
 					}
@@ -282,7 +283,7 @@ a job, --line only those of a line; --status and --since (RFC 3339, or a duratio
 	f.StringVar(&since, "since", "", "only runs created since: RFC 3339, or a duration (90m, 24h, 7d)")
 	f.IntVar(&limit, "limit", 20, "how many runs, 1..200")
 	f.IntVar(&offset, "offset", 0, "runs to skip")
-	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions([]string{"queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statusNames(), cobra.ShellCompDirectiveNoFileComp))
 	cmd.AddCommand(a.listDefinitions("jobs"), a.listDefinitions("lines"))
 	return cmd
 }
@@ -432,7 +433,7 @@ func (a *App) stopCommand() *cobra.Command {
 				Status string `json:"status"`
 			}
 			_ = json.Unmarshal(raw, &r)
-			if finalJob[r.Status] {
+			if finalJob(r.Status) {
 				fmt.Fprintf(a.Stdout, "%s has ended: %s\n", id, r.Status)
 			} else {
 				fmt.Fprintf(a.Stdout, "stopping %s (%s)\n", id, r.Status)
@@ -530,7 +531,7 @@ the stage the run is at.`,
 					fmt.Fprintf(a.Stdout, "line run %s (%s) has no agentic transition from its current stage\n", id, r.Status)
 					return nil
 				}
-				if r.Status != "waiting" {
+				if r.Status != string(run.Waiting) {
 					fmt.Fprintf(a.Stdout, "line run %s is %s, not waiting for a selection; its agentic transitions:\n", id, r.Status)
 				}
 				t := newTable(a.Stdout, "TRANSITION", "OPTION", "TO", "LABEL")
