@@ -317,52 +317,9 @@ func (s *Server) deployLine(c *gin.Context) error {
 	if m == nil {
 		return &ManifestInvalid{Problems: base}
 	}
-	// The checks below see what of the manifest could be decoded; what they
-	// find at or under a location already reported is left out (base).
-	var ps manifests.Problems
-	ps = append(ps, manifests.CheckName("line.name", name, m.Line.Name)...)
-	if m.Trigger.Type == manifests.TriggerSchedule && len(m.Trigger.Cron) > maxCronLen {
-		ps = append(ps, manifests.Problem{Path: "trigger.cron", Message: fmt.Sprintf("is longer than %d characters", maxCronLen)})
-	}
-	var lookupErr error
-	ps = append(ps, manifests.CheckLineJobs(m, func(job, versionID string) (bool, bool) {
-		if _, err := s.store.GetJob(ctx, job); err != nil {
-			if !errors.Is(err, store.ErrNotFound) {
-				lookupErr = err
-			}
-			return false, false
-		}
-		if versionID == "" {
-			return true, true
-		}
-		_, err := s.store.GetJobVersion(ctx, job, versionID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			lookupErr = err
-		}
-		return true, err == nil
-	})...)
-	if lookupErr != nil {
-		return lookupErr
-	}
-	// The bindings and the schedule's inputs are checked against the jobs
-	// the stages resolve to now (stages whose job is unknown are skipped:
-	// CheckLineJobs reported them).
-	jobs, jps, err := s.loadStageJobs(ctx, m)
+	inputs, ps, err := s.checkLineDeployment(ctx, name, m)
 	if err != nil {
 		return err
-	}
-	ps = append(ps, jps...)
-	ps = append(ps, manifests.CheckLineBindings(m, jobs)...)
-	aps, err := s.checkLineAgents(ctx, m, jobs)
-	if err != nil {
-		return err
-	}
-	ps = append(ps, aps...)
-	inputs, ips := manifests.LineInputs(m, jobs)
-	ps = append(ps, ips...)
-	if m.Trigger.Type == manifests.TriggerSchedule {
-		_, sps := manifests.ApplyLineParams(inputs, m.Trigger.Inputs)
-		ps = append(ps, relocate(sps, "params", "trigger.inputs")...)
 	}
 	if ps = manifests.MergeProblems(base, ps); len(ps) > 0 {
 		ps.Sort()
@@ -394,6 +351,60 @@ func (s *Server) deployLine(c *gin.Context) error {
 	}
 	c.JSON(status, lineDeploymentResponse(v))
 	return nil
+}
+
+// checkLineDeployment checks a decoded line manifest deployed as name
+// against the deployed jobs: its name, schedule, stage jobs, bindings,
+// agents and inputs. It returns the line's inputs and the problems found.
+func (s *Server) checkLineDeployment(ctx context.Context, name string, m *manifests.LineManifest) (inputs []manifests.LineInput, ps manifests.Problems, err error) {
+	// The checks below see what of the manifest could be decoded; what they
+	// find at or under a location already reported is left out (base).
+	ps = append(ps, manifests.CheckName("line.name", name, m.Line.Name)...)
+	if m.Trigger.Type == manifests.TriggerSchedule && len(m.Trigger.Cron) > maxCronLen {
+		ps = append(ps, manifests.Problem{Path: "trigger.cron", Message: fmt.Sprintf("is longer than %d characters", maxCronLen)})
+	}
+	var lookupErr error
+	ps = append(ps, manifests.CheckLineJobs(m, func(job, versionID string) (bool, bool) {
+		if _, err := s.store.GetJob(ctx, job); err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				lookupErr = err
+			}
+			return false, false
+		}
+		if versionID == "" {
+			return true, true
+		}
+		_, err := s.store.GetJobVersion(ctx, job, versionID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			lookupErr = err
+		}
+		return true, err == nil
+	})...)
+	if lookupErr != nil {
+		return nil, nil, lookupErr
+	}
+	// The bindings and the schedule's inputs are checked against the jobs
+	// the stages resolve to now (stages whose job is unknown are skipped:
+	// CheckLineJobs reported them).
+	jobs, jps, err := s.loadStageJobs(ctx, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	ps = append(ps, jps...)
+	ps = append(ps, manifests.CheckLineBindings(m, jobs)...)
+	aps, err := s.checkLineAgents(ctx, m, jobs)
+	if err != nil {
+		return nil, nil, err
+	}
+	ps = append(ps, aps...)
+	var ips manifests.Problems
+	inputs, ips = manifests.LineInputs(m, jobs)
+	ps = append(ps, ips...)
+	if m.Trigger.Type == manifests.TriggerSchedule {
+		_, sps := manifests.ApplyLineParams(inputs, m.Trigger.Inputs)
+		ps = append(ps, relocate(sps, "params", "trigger.inputs")...)
+	}
+	return inputs, ps, nil
 }
 
 // latestTrigger returns the trigger type of a line's latest deployment, ""

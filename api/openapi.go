@@ -100,7 +100,20 @@ func nullableRef(name string) *openapi3.Schema {
 	return &openapi3.Schema{Nullable: true, AllOf: openapi3.SchemaRefs{ref(name)}}
 }
 
+// schemas are all component schemas of the API document.
 func schemas() openapi3.Schemas {
+	out := openapi3.Schemas{}
+	for _, part := range []openapi3.Schemas{definitionSchemas(), knowledgeSchemas(), runSchemas(), accessSchemas(), manifestSchemas(), agentSchemas()} {
+		for name, sc := range part {
+			out[name] = sc
+		}
+	}
+	return out
+}
+
+// definitionSchemas are the schemas of jobs, lines, their versions and
+// deployments.
+func definitionSchemas() openapi3.Schemas {
 	jobVersion := obj(map[string]*openapi3.Schema{"id!": str(), "version_number!": integer(), "content_hash!": str(), "deployed_at!": dt()},
 		map[string]string{"manifest!": "JobManifest"})
 	jobVersionSummary := obj(map[string]*openapi3.Schema{"id!": str(), "version_number!": integer(), "content_hash!": str(), "deployed_at!": dt()}, nil)
@@ -117,6 +130,29 @@ func schemas() openapi3.Schemas {
 	itemsType.Nullable = true
 	paramDef := obj(map[string]*openapi3.Schema{"name!": str(), "type!": paramType, "items": itemsType, "required": boolean(),
 		"description": strN(), "pattern": strN(), "prefix": strN(), "enum": arr(anyValue()).WithNullable()}, nil)
+	deployRequest := func(manifest string) *openapi3.Schema {
+		return obj(nil, map[string]string{"manifest!": manifest})
+	}
+	schedule := obj(map[string]*openapi3.Schema{"cron!": str(), "timezone!": str(), "enabled!": boolean(), "schedule_generation!": integer(), "inputs": freeObject()}, nil)
+	scheduleRequest := obj(map[string]*openapi3.Schema{"cron!": str(), "timezone": str(), "enabled": boolean(), "inputs": freeObject()}, nil)
+	return openapi3.Schemas{
+		"JobVersion":          jobVersion.NewRef(),
+		"JobVersionSummary":   jobVersionSummary.NewRef(),
+		"JobListItem":         obj(jobListItem, nil).NewRef(),
+		"Job":                 job.NewRef(),
+		"JobParamDefinition":  paramDef.NewRef(),
+		"LineDeployment":      lineDeployment.NewRef(),
+		"LineListItem":        obj(jobListItem, nil).NewRef(),
+		"Line":                line.NewRef(),
+		"LineSchedule":        schedule.NewRef(),
+		"LineScheduleRequest": scheduleRequest.NewRef(),
+		"JobDeployRequest":    deployRequest("JobManifest").NewRef(),
+		"LineDeployRequest":   deployRequest("LineManifestInput").NewRef(),
+	}
+}
+
+// knowledgeSchemas are the schemas of knowledge items.
+func knowledgeSchemas() openapi3.Schemas {
 	kinds := []string{"episodic", "procedural", "declarative", "prompt", "image", "video", "audio"}
 	link := obj(map[string]*openapi3.Schema{"link_type!": enum("repository", "tag"), "value!": str()}, nil)
 	knowledgeVersion := obj(map[string]*openapi3.Schema{"id!": str(), "identifier": str(), "version_number!": integer(), "type!": enum(kinds...),
@@ -126,21 +162,15 @@ func schemas() openapi3.Schemas {
 		map[string]string{"latest_version": "KnowledgeVersion"})
 	knowledgeRequest := obj(map[string]*openapi3.Schema{"identifier": str(), "type!": enum(kinds...), "level!": enum(kinds...),
 		"format!": str(), "body!": str(), "metadata": freeObject(), "links": arr(link)}, nil)
-	schedule := obj(map[string]*openapi3.Schema{"cron!": str(), "timezone!": str(), "enabled!": boolean(), "schedule_generation!": integer(), "inputs": freeObject()}, nil)
-	scheduleRequest := obj(map[string]*openapi3.Schema{"cron!": str(), "timezone": str(), "enabled": boolean(), "inputs": freeObject()}, nil)
-	errorBody := obj(map[string]*openapi3.Schema{"code!": enum(CodeAuthRequired, CodeInvalidRequest, CodeNotFound, CodeValidation,
-		"SANDBOX_NOT_FOUND", "SANDBOX_ALREADY_EXISTS", "SANDBOX_INVALID_STATE", "SANDBOX_PROVISIONING_FAILED", "RESOURCE_NOT_FOUND",
-		"FILE_NOT_FOUND", "COMMAND_NOT_FOUND", "EXEC_FAILED", "FILE_OPERATION_ERROR", CodeResourceUnavailable, CodeAccessDenied,
-		"CACHE_CONFLICT", "BILLING_NOT_ALLOWED", "TENANT_SUSPENDED", CodeRateLimited, "TIMEOUT", "GONE", CodeBadGateway, CodeInternal),
-		"message!": str(), "available": intN(), "limit": intN(), "requested": intN(), "resource": strN(), "request_id": strN()}, nil)
-	fieldError := obj(map[string]*openapi3.Schema{"loc!": arr(anyValue()), "msg!": str(), "type!": str(), "input": anyValue(), "ctx": freeObject()}, nil)
-	validation := obj(map[string]*openapi3.Schema{"detail": arr(fieldError)}, nil)
-	token := obj(map[string]*openapi3.Schema{"name!": str(), "scope!": enum(ScopeRead, ScopeWrite, ScopeAdmin), "created_at!": dt(),
-		"last_used_at!": dtN(), "token": str()}, nil)
-	tokenRequest := obj(map[string]*openapi3.Schema{"name!": str(), "scope": enum(ScopeRead, ScopeWrite, ScopeAdmin)}, nil)
-	deployRequest := func(manifest string) *openapi3.Schema {
-		return obj(nil, map[string]string{"manifest!": manifest})
+	return openapi3.Schemas{
+		"KnowledgeVersion": knowledgeVersion.NewRef(),
+		"KnowledgeItem":    knowledgeItem.NewRef(),
+		"KnowledgeRequest": knowledgeRequest.NewRef(),
 	}
+}
+
+// runSchemas are the schemas of job runs and line runs and their requests.
+func runSchemas() openapi3.Schemas {
 	usageLine := obj(map[string]*openapi3.Schema{"model!": str(), "input_tokens!": integer(), "output_tokens!": integer()}, nil)
 	knowledgeRef := obj(map[string]*openapi3.Schema{"slug!": str(), "version_id!": str(), "version_number!": integer(), "content_hash!": str()}, nil)
 	timelineEntry := obj(map[string]*openapi3.Schema{"name!": str(), "action!": str(), "status!": str(), "task_name!": str(),
@@ -174,7 +204,7 @@ func schemas() openapi3.Schemas {
 		"retry_of": strN(), "stop_reason": strN()}, nil)
 	control := obj(map[string]*openapi3.Schema{"action!": enum("select", "retry"), "from_stage": str(), "transition_id": str(), "option": str(), "reason": str()}, nil)
 	startLine := obj(map[string]*openapi3.Schema{"params": freeObject()}, nil)
-	out := openapi3.Schemas{
+	return openapi3.Schemas{
 		"LineRun":             lineRun.NewRef(),
 		"TriggerPayload":      freeObject().NewRef(),
 		"LineRunStartRequest": startLine.NewRef(),
@@ -183,33 +213,27 @@ func schemas() openapi3.Schemas {
 		"JobRunSummary":       summarySchema(jobRun).NewRef(),
 		"JobRunStartRequest":  startRun.NewRef(),
 		"StopRequest":         stopRun.NewRef(),
-		"ErrorBody":           errorBody.NewRef(),
-		"ValidationError":     validation.NewRef(),
-		"JobVersion":          jobVersion.NewRef(),
-		"JobVersionSummary":   jobVersionSummary.NewRef(),
-		"JobListItem":         obj(jobListItem, nil).NewRef(),
-		"Job":                 job.NewRef(),
-		"JobParamDefinition":  paramDef.NewRef(),
-		"LineDeployment":      lineDeployment.NewRef(),
-		"LineListItem":        obj(jobListItem, nil).NewRef(),
-		"Line":                line.NewRef(),
-		"KnowledgeVersion":    knowledgeVersion.NewRef(),
-		"KnowledgeItem":       knowledgeItem.NewRef(),
-		"KnowledgeRequest":    knowledgeRequest.NewRef(),
-		"LineSchedule":        schedule.NewRef(),
-		"LineScheduleRequest": scheduleRequest.NewRef(),
-		"Token":               token.NewRef(),
-		"TokenRequest":        tokenRequest.NewRef(),
-		"JobDeployRequest":    deployRequest("JobManifest").NewRef(),
-		"LineDeployRequest":   deployRequest("LineManifestInput").NewRef(),
 	}
-	for name, sc := range manifestSchemas() {
-		out[name] = sc
+}
+
+// accessSchemas are the schemas of errors and tokens.
+func accessSchemas() openapi3.Schemas {
+	errorBody := obj(map[string]*openapi3.Schema{"code!": enum(CodeAuthRequired, CodeInvalidRequest, CodeNotFound, CodeValidation,
+		"SANDBOX_NOT_FOUND", "SANDBOX_ALREADY_EXISTS", "SANDBOX_INVALID_STATE", "SANDBOX_PROVISIONING_FAILED", "RESOURCE_NOT_FOUND",
+		"FILE_NOT_FOUND", "COMMAND_NOT_FOUND", "EXEC_FAILED", "FILE_OPERATION_ERROR", CodeResourceUnavailable, CodeAccessDenied,
+		"CACHE_CONFLICT", "BILLING_NOT_ALLOWED", "TENANT_SUSPENDED", CodeRateLimited, "TIMEOUT", "GONE", CodeBadGateway, CodeInternal),
+		"message!": str(), "available": intN(), "limit": intN(), "requested": intN(), "resource": strN(), "request_id": strN()}, nil)
+	fieldError := obj(map[string]*openapi3.Schema{"loc!": arr(anyValue()), "msg!": str(), "type!": str(), "input": anyValue(), "ctx": freeObject()}, nil)
+	validation := obj(map[string]*openapi3.Schema{"detail": arr(fieldError)}, nil)
+	token := obj(map[string]*openapi3.Schema{"name!": str(), "scope!": enum(ScopeRead, ScopeWrite, ScopeAdmin), "created_at!": dt(),
+		"last_used_at!": dtN(), "token": str()}, nil)
+	tokenRequest := obj(map[string]*openapi3.Schema{"name!": str(), "scope": enum(ScopeRead, ScopeWrite, ScopeAdmin)}, nil)
+	return openapi3.Schemas{
+		"ErrorBody":       errorBody.NewRef(),
+		"ValidationError": validation.NewRef(),
+		"Token":           token.NewRef(),
+		"TokenRequest":    tokenRequest.NewRef(),
 	}
-	for name, sc := range agentSchemas() {
-		out[name] = sc
-	}
-	return out
 }
 
 // opSpec says what one endpoint answers.
@@ -307,9 +331,6 @@ func (s *Server) buildOpenAPI() *openapi3.T {
 		},
 		Security: openapi3.SecurityRequirements{{"bearerAuth": []string{}}},
 	}
-	errResp := func(desc string) *openapi3.Response {
-		return openapi3.NewResponse().WithDescription(desc).WithJSONSchemaRef(ref("ErrorBody"))
-	}
 	for _, r := range s.routes {
 		path := openAPIPath(r.Path)
 		head := r.Method == http.MethodHead
@@ -321,94 +342,122 @@ func (s *Server) buildOpenAPI() *openapi3.T {
 		if !ok {
 			continue // the completeness test names it
 		}
-		op := openapi3.NewOperation()
-		op.Summary = spec.summary
-		if head {
-			op.Summary += " (headers only)"
-		}
-		op.OperationID = strings.ToLower(r.Method) + strings.NewReplacer("/", "_", "{", "", "}", "", "-", "_", ".", "_").Replace(path)
-		if r.Scope == "" {
-			op.Security = &openapi3.SecurityRequirements{}
-		} else {
-			op.Description = "Requires a token with scope " + r.Scope + " or higher."
-		}
-		for _, seg := range strings.Split(path, "/") {
-			if strings.HasPrefix(seg, "{") {
-				op.AddParameter(openapi3.NewPathParameter(strings.Trim(seg, "{}")).WithSchema(str()))
-			}
-		}
-		for _, q := range spec.query {
-			var schema *openapi3.Schema
-			switch q {
-			case "limit":
-				schema = integer().WithMin(1).WithMax(MaxLimit).WithDefault(DefaultLimit)
-			case "offset":
-				schema = integer().WithMin(0).WithDefault(0)
-			default:
-				schema = str()
-			}
-			p := openapi3.NewQueryParameter(q).WithSchema(schema)
-			p.Description = queryDescriptions[q]
-			op.AddParameter(p)
-		}
-		if spec.request != "" {
-			content := openapi3.NewContentWithJSONSchemaRef(ref(spec.request))
-			if spec.toml {
-				content["application/toml"] = openapi3.NewMediaType().WithSchema(str())
-			}
-			op.RequestBody = &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithContent(content)}
-		}
-		success := openapi3.NewResponse().WithDescription("success")
-		switch {
-		case head:
-		case r.Path == "/metrics":
-			success.WithContent(openapi3.Content{"text/plain": openapi3.NewMediaType().WithSchema(str())})
-		case spec.text:
-			success.WithContent(openapi3.Content{"text/plain": openapi3.NewMediaType().WithSchema(str()),
-				"text/event-stream": openapi3.NewMediaType().WithSchema(str())})
-		case spec.response != nil:
-			success.WithJSONSchemaRef(spec.response)
-		}
-		op.AddResponse(spec.success, success)
-		if strings.HasPrefix(path, "/factory/webhooks/") || strings.HasPrefix(path, "/factory/integrations/") {
-			op.AddResponse(200, openapi3.NewResponse().WithDescription("a repeated delivery: the runs it started before").WithJSONSchemaRef(spec.response))
-		}
-		if spec.success == 201 && !spec.noSame {
-			op.AddResponse(200, openapi3.NewResponse().WithDescription("identical to the latest version: nothing new stored").WithJSONSchemaRef(spec.response))
-		}
-		if r.Path == "/readyz" {
-			notReady := openapi3.NewResponse().WithDescription("not ready")
-			if !head {
-				notReady.WithJSONSchema(freeObject())
-			}
-			op.AddResponse(503, notReady)
-		}
-		if strings.HasPrefix(path, GatewayBase) {
-			op.Description = "Authenticated by a run's SVC_INFERENCE_TOKEN (valid while the run runs), not by an API token; other statuses are the upstream's."
-			op.AddResponse(401, errResp("missing or invalid inference token, or its run has ended (AUTH_REQUIRED)"))
-			op.AddResponse(413, errResp("request body too large"))
-			op.AddResponse(422, openapi3.NewResponse().WithDescription("the body is not a JSON object").WithJSONSchemaRef(ref("ValidationError")))
-			op.AddResponse(502, errResp("the inference endpoint did not answer (BAD_GATEWAY)"))
-			op.AddResponse(503, errResp("no [inference] configured (RESOURCE_UNAVAILABLE)"))
-		}
-		if r.Scope != "" {
-			op.AddResponse(401, errResp("missing or invalid bearer token (AUTH_REQUIRED)"))
-			op.AddResponse(403, errResp("token scope too low (ACCESS_DENIED)"))
-			op.AddResponse(404, errResp("not found (NOT_FOUND)"))
-			op.AddResponse(409, errResp("state conflict (INVALID_REQUEST)"))
-			op.AddResponse(413, errResp("request body too large"))
-			op.AddResponse(502, errResp("the workflow engine did not answer (BAD_GATEWAY)"))
-			op.AddResponse(503, errResp("no workflow engine (RESOURCE_UNAVAILABLE)"))
-			if spec.deploy {
-				op.AddResponse(422, errResp("invalid manifest (VALIDATION_ERROR, every problem with its location)"))
-			} else {
-				op.AddResponse(422, openapi3.NewResponse().WithDescription("invalid input").WithJSONSchemaRef(ref("ValidationError")))
-			}
-		}
-		op.AddResponse(500, errResp("internal error (INTERNAL_ERROR)"))
-		doc.AddOperation(path, r.Method, op)
+		doc.AddOperation(path, r.Method, routeOperation(r, path, head, spec))
 	}
 	return doc
+}
+
+// routeOperation describes one route: its parameters, request body and
+// responses.
+func routeOperation(r Route, path string, head bool, spec opSpec) *openapi3.Operation {
+	op := openapi3.NewOperation()
+	op.Summary = spec.summary
+	if head {
+		op.Summary += " (headers only)"
+	}
+	op.OperationID = strings.ToLower(r.Method) + strings.NewReplacer("/", "_", "{", "", "}", "", "-", "_", ".", "_").Replace(path)
+	if r.Scope == "" {
+		op.Security = &openapi3.SecurityRequirements{}
+	} else {
+		op.Description = "Requires a token with scope " + r.Scope + " or higher."
+	}
+	addParameters(op, path, spec)
+	if spec.request != "" {
+		content := openapi3.NewContentWithJSONSchemaRef(ref(spec.request))
+		if spec.toml {
+			content["application/toml"] = openapi3.NewMediaType().WithSchema(str())
+		}
+		op.RequestBody = &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithContent(content)}
+	}
+	addSuccessResponses(op, r, path, head, spec)
+	addErrorResponses(op, r, path, spec)
+	return op
+}
+
+// addParameters adds a route's path and query parameters.
+func addParameters(op *openapi3.Operation, path string, spec opSpec) {
+	for _, seg := range strings.Split(path, "/") {
+		if strings.HasPrefix(seg, "{") {
+			op.AddParameter(openapi3.NewPathParameter(strings.Trim(seg, "{}")).WithSchema(str()))
+		}
+	}
+	for _, q := range spec.query {
+		var schema *openapi3.Schema
+		switch q {
+		case "limit":
+			schema = integer().WithMin(1).WithMax(MaxLimit).WithDefault(DefaultLimit)
+		case "offset":
+			schema = integer().WithMin(0).WithDefault(0)
+		default:
+			schema = str()
+		}
+		p := openapi3.NewQueryParameter(q).WithSchema(schema)
+		p.Description = queryDescriptions[q]
+		op.AddParameter(p)
+	}
+}
+
+// addSuccessResponses adds the answers of a route that did its work (and
+// /readyz's "not ready").
+func addSuccessResponses(op *openapi3.Operation, r Route, path string, head bool, spec opSpec) {
+	success := openapi3.NewResponse().WithDescription("success")
+	switch {
+	case head:
+	case r.Path == "/metrics":
+		success.WithContent(openapi3.Content{"text/plain": openapi3.NewMediaType().WithSchema(str())})
+	case spec.text:
+		success.WithContent(openapi3.Content{"text/plain": openapi3.NewMediaType().WithSchema(str()),
+			"text/event-stream": openapi3.NewMediaType().WithSchema(str())})
+	case spec.response != nil:
+		success.WithJSONSchemaRef(spec.response)
+	}
+	op.AddResponse(spec.success, success)
+	if strings.HasPrefix(path, "/factory/webhooks/") || strings.HasPrefix(path, "/factory/integrations/") {
+		op.AddResponse(200, openapi3.NewResponse().WithDescription("a repeated delivery: the runs it started before").WithJSONSchemaRef(spec.response))
+	}
+	if spec.success == 201 && !spec.noSame {
+		op.AddResponse(200, openapi3.NewResponse().WithDescription("identical to the latest version: nothing new stored").WithJSONSchemaRef(spec.response))
+	}
+	if r.Path == "/readyz" {
+		notReady := openapi3.NewResponse().WithDescription("not ready")
+		if !head {
+			notReady.WithJSONSchema(freeObject())
+		}
+		op.AddResponse(503, notReady)
+	}
+}
+
+func errResp(desc string) *openapi3.Response {
+	return openapi3.NewResponse().WithDescription(desc).WithJSONSchemaRef(ref("ErrorBody"))
+}
+
+// addErrorResponses adds the error answers: those of the inference
+// gateway, of an authenticated route, and the internal error every route
+// may answer.
+func addErrorResponses(op *openapi3.Operation, r Route, path string, spec opSpec) {
+	if strings.HasPrefix(path, GatewayBase) {
+		op.Description = "Authenticated by a run's SVC_INFERENCE_TOKEN (valid while the run runs), not by an API token; other statuses are the upstream's."
+		op.AddResponse(401, errResp("missing or invalid inference token, or its run has ended (AUTH_REQUIRED)"))
+		op.AddResponse(413, errResp("request body too large"))
+		op.AddResponse(422, openapi3.NewResponse().WithDescription("the body is not a JSON object").WithJSONSchemaRef(ref("ValidationError")))
+		op.AddResponse(502, errResp("the inference endpoint did not answer (BAD_GATEWAY)"))
+		op.AddResponse(503, errResp("no [inference] configured (RESOURCE_UNAVAILABLE)"))
+	}
+	if r.Scope != "" {
+		op.AddResponse(401, errResp("missing or invalid bearer token (AUTH_REQUIRED)"))
+		op.AddResponse(403, errResp("token scope too low (ACCESS_DENIED)"))
+		op.AddResponse(404, errResp("not found (NOT_FOUND)"))
+		op.AddResponse(409, errResp("state conflict (INVALID_REQUEST)"))
+		op.AddResponse(413, errResp("request body too large"))
+		op.AddResponse(502, errResp("the workflow engine did not answer (BAD_GATEWAY)"))
+		op.AddResponse(503, errResp("no workflow engine (RESOURCE_UNAVAILABLE)"))
+		if spec.deploy {
+			op.AddResponse(422, errResp("invalid manifest (VALIDATION_ERROR, every problem with its location)"))
+		} else {
+			op.AddResponse(422, openapi3.NewResponse().WithDescription("invalid input").WithJSONSchemaRef(ref("ValidationError")))
+		}
+	}
+	op.AddResponse(500, errResp("internal error (INTERNAL_ERROR)"))
 }
 
 // openapiCache holds the encoded document, built on first request.
@@ -477,13 +526,23 @@ func union(prop string, mapping map[string]string) *openapi3.Schema {
 // manifestSchemas describes job and line manifests as SPEC does: the
 // discriminated unions are oneOf with a discriminator.
 func manifestSchemas() openapi3.Schemas {
+	s := openapi3.Schemas{}
+	add := func(name string, schema *openapi3.Schema) { s[name] = schema.NewRef() }
+	jobManifestSchemas(add)
+	sandboxSchemas(add)
+	lineManifestSchemas(add)
+	transitionSchemas(add)
+	return s
+}
+
+func minInt(min float64) *openapi3.Schema { return intN().WithMin(min) }
+func strList() *openapi3.Schema           { return nullable(arr(str())) }
+
+// jobManifestSchemas are the schemas of a job manifest but its sandbox.
+func jobManifestSchemas(add func(name string, schema *openapi3.Schema)) {
 	paramType := enum("string", "integer", "number", "boolean", "array")
 	itemsType := func() *openapi3.Schema { return nullable(enum("string", "integer", "number", "boolean")) }
 	harnesses := []string{"agent_a", "agent_b", "agent_c", "agent_d"}
-	minInt := func(min float64) *openapi3.Schema { return intN().WithMin(min) }
-	strList := func() *openapi3.Schema { return nullable(arr(str())) }
-	s := openapi3.Schemas{}
-	add := func(name string, schema *openapi3.Schema) { s[name] = schema.NewRef() }
 
 	// bindings of instructions and prompts
 	add("Binding", union("type", map[string]string{"knowledge": "KnowledgeBinding", "literal": "LiteralBinding"}))
@@ -524,6 +583,17 @@ func manifestSchemas() openapi3.Schemas {
 		"session": strN()}, nil))
 	add("KnowledgeRef", closed(map[string]*openapi3.Schema{"slug!": str()}, nil))
 	add("MCPServer", closed(map[string]*openapi3.Schema{"key!": str(), "url!": str()}, nil))
+	add("ScheduleSection", closed(map[string]*openapi3.Schema{"cron!": described(str(), "standard 5-field cron; every param the schedule uses needs a default"),
+		"timezone": described(str(), "IANA name").WithDefault("UTC"), "enabled": boolean().WithDefault(true)}, nil))
+	add("VerificationSection", closed(map[string]*openapi3.Schema{"enabled": boolean().WithDefault(false), "gate": nullableRef("VerificationGate")}, nil))
+	add("VerificationGate", closed(map[string]*openapi3.Schema{"compare_to": strN(), "min_pass_rate": openapi3.NewFloat64Schema().WithNullable()}, nil))
+	add("JobOutputSpec", closed(map[string]*openapi3.Schema{"type!": paramType, "items": described(itemsType(), "required when type is array"),
+		"required": boolean().WithDefault(true), "description": strN(), "enum": nullable(arr(anyValue())),
+		"reduce": enum("one", "last", "collect", "gather").WithDefault("one")}, nil))
+}
+
+// sandboxSchemas are the schemas of a job's sandbox configuration.
+func sandboxSchemas(add func(name string, schema *openapi3.Schema)) {
 	add("SandboxConfig", closed(map[string]*openapi3.Schema{"mode": enum("provision", "ensure", "reuse").WithDefault("provision"),
 		"name": described(strN(), "required for ensure and reuse; supports {{param}}"), "image": described(strN(), "required for provision and ensure"),
 		"vcpus": integer().WithMin(1).WithDefault(2), "memory_mb": integer().WithMin(1).WithDefault(2048), "disk_gb": integer().WithMin(1).WithDefault(10),
@@ -539,14 +609,10 @@ func manifestSchemas() openapi3.Schemas {
 	add("SetupScript", closed(map[string]*openapi3.Schema{"script!": str(), "name": str()}, nil))
 	add("SandboxLifecycle", closed(map[string]*openapi3.Schema{"auto_resume": nullable(enum("never", "on_activity")),
 		"delete_after": described(minInt(0), "seconds"), "pause_after": described(minInt(0), "seconds"), "pause_after_idle": described(minInt(0), "seconds")}, nil))
-	add("ScheduleSection", closed(map[string]*openapi3.Schema{"cron!": described(str(), "standard 5-field cron; every param the schedule uses needs a default"),
-		"timezone": described(str(), "IANA name").WithDefault("UTC"), "enabled": boolean().WithDefault(true)}, nil))
-	add("VerificationSection", closed(map[string]*openapi3.Schema{"enabled": boolean().WithDefault(false), "gate": nullableRef("VerificationGate")}, nil))
-	add("VerificationGate", closed(map[string]*openapi3.Schema{"compare_to": strN(), "min_pass_rate": openapi3.NewFloat64Schema().WithNullable()}, nil))
-	add("JobOutputSpec", closed(map[string]*openapi3.Schema{"type!": paramType, "items": described(itemsType(), "required when type is array"),
-		"required": boolean().WithDefault(true), "description": strN(), "enum": nullable(arr(anyValue())),
-		"reduce": enum("one", "last", "collect", "gather").WithDefault("one")}, nil))
+}
 
+// lineManifestSchemas are the schemas of a line manifest but its transitions.
+func lineManifestSchemas(add func(name string, schema *openapi3.Schema)) {
 	// lines
 	lineManifest := func(limits string) *openapi3.Schema {
 		return closed(map[string]*openapi3.Schema{"stages!": listOf("LineStage").WithMinItems(1), "transitions": listOf("Transition"),
@@ -588,6 +654,11 @@ func manifestSchemas() openapi3.Schemas {
 		"labels": arr(str()), "project_ids": arr(str()), "scope": scope(), "states": arr(str()), "team_ids": arr(str())}, nil))
 	add("ChatToolSelector", closed(map[string]*openapi3.Schema{"provider": enum("chat_tool"), "channels": arr(str()),
 		"kind": enum("channel").WithDefault("channel"), "scope": scope()}, nil))
+}
+
+// transitionSchemas are the schemas of a line's transitions and their
+// conditions.
+func transitionSchemas(add func(name string, schema *openapi3.Schema)) {
 	add("Transition", union("type", map[string]string{"conditional": "ConditionalTransition", "agentic": "AgenticTransition"}))
 	add("ConditionalTransition", closed(map[string]*openapi3.Schema{"type!": enum("conditional"), "id!": str(), "from!": str(), "to!": str(),
 		"label": strN(), "max_iterations": minInt(1), "params": mapOf("ParamBinding")}, map[string]string{"when!": "Condition"}))
@@ -615,5 +686,4 @@ func manifestSchemas() openapi3.Schemas {
 		"stage": described(strN(), "default: the transition's from stage")}, nil))
 	add("TransitionOperand", closed(map[string]*openapi3.Schema{"type!": enum("transition"), "id!": str(), "path!": str()}, nil))
 	add("TriggerOperand", closed(map[string]*openapi3.Schema{"type!": enum("trigger"), "path!": str()}, nil))
-	return s
 }

@@ -262,29 +262,45 @@ func (s *Server) jobRunLogs(c *gin.Context) error {
 		return err
 	}
 	if !follow {
-		var b strings.Builder
-		last := ""
-		var after int64
-		for {
-			chunks, err := s.store.ReadStepLogs(ctx, id, step, after)
-			if err != nil {
-				return err
-			}
-			for _, ch := range chunks {
-				if step == "" && ch.Step != last {
-					fmt.Fprintf(&b, "==> %s <==\n", ch.Step)
-					last = ch.Step
-				}
-				b.Write(ch.Data)
-				after = ch.Seq
-			}
-			if len(chunks) == 0 {
-				break
-			}
-		}
-		c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(b.String()))
-		return nil
+		return s.jobRunLogsText(c, id, step)
 	}
+	s.jobRunLogsStream(c, id, step)
+	return nil
+}
+
+// jobRunLogsText answers with a run's logs so far as plain text; all steps'
+// logs are headed by the step's name.
+func (s *Server) jobRunLogsText(c *gin.Context, id, step string) error {
+	ctx := c.Request.Context()
+	var b strings.Builder
+	last := ""
+	var after int64
+	for {
+		chunks, err := s.store.ReadStepLogs(ctx, id, step, after)
+		if err != nil {
+			return err
+		}
+		for _, ch := range chunks {
+			if step == "" && ch.Step != last {
+				fmt.Fprintf(&b, "==> %s <==\n", ch.Step)
+				last = ch.Step
+			}
+			b.Write(ch.Data)
+			after = ch.Seq
+		}
+		if len(chunks) == 0 {
+			break
+		}
+	}
+	c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(b.String()))
+	return nil
+}
+
+// jobRunLogsStream follows a run's logs as server-sent events until the run
+// ends, the client leaves or the server drains. Errors after the stream has
+// started end it silently.
+func (s *Server) jobRunLogsStream(c *gin.Context, id, step string) {
+	ctx := c.Request.Context()
 	c.Header("Content-Type", "text/event-stream")
 	c.Header("Cache-Control", "no-cache")
 	c.Status(http.StatusOK)
@@ -296,12 +312,12 @@ func (s *Server) jobRunLogs(c *gin.Context) error {
 		// all seen by the read that follows it.
 		r, err := s.store.GetJobRun(ctx, id)
 		if err != nil {
-			return nil
+			return
 		}
 		for {
 			chunks, err := s.store.ReadStepLogs(ctx, id, step, after)
 			if err != nil {
-				return nil
+				return
 			}
 			for _, ch := range chunks {
 				writeEvent(c, strconv.FormatInt(ch.Seq, 10), "log", logEvent{Step: ch.Step, Stream: ch.Stream, Data: string(ch.Data)})
@@ -315,15 +331,15 @@ func (s *Server) jobRunLogs(c *gin.Context) error {
 		if run.JobRun.Terminal(r.Status) {
 			c.SSEvent("end", gin.H{"status": r.Status})
 			c.Writer.Flush()
-			return nil
+			return
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-s.drain.done():
 			c.SSEvent("end", gin.H{"status": "shutting_down"})
 			c.Writer.Flush()
-			return nil
+			return
 		case <-tick.C:
 		}
 	}

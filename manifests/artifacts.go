@@ -36,12 +36,15 @@ type refField struct {
 	req  bool
 }
 
-var refVariants = map[string]struct {
+// refVariant is what an external_ref of one provider holds.
+type refVariant struct {
 	fields      []refField
 	kind        string // default kind; "" = kind required
 	fixedKind   bool
 	displayHint bool
-}{
+}
+
+var refVariants = map[string]refVariant{
 	ProviderCodeHost:      {fields: []refField{{"kind", "string", true}, {"id", "string", false}, {"node_id", "string", false}, {"owner", "string", false}, {"repo", "string", false}, {"number", "integer", false}}},
 	ProviderSvc:           {fields: []refField{{"slug", "string", true}}, kind: "knowledge_item", fixedKind: true},
 	ProviderIssueTrackerB: {fields: []refField{{"id", "string", false}, {"key", "string", false}, {"project", "string", false}, {"site", "host", false}}, kind: "issue"},
@@ -80,53 +83,24 @@ func ParseArtifacts(data []byte, svcExists func(slug string) bool) ([]map[string
 	return out, nil
 }
 
+// artifactErr is a problem with an artifact reference's field.
+func artifactErr(field, format string, args ...any) *ArtifactError {
+	return &ArtifactError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
 func parseArtifact(line []byte, svcExists func(string) bool) (map[string]any, *ArtifactError) {
-	bad := func(field, format string, args ...any) *ArtifactError {
-		return &ArtifactError{Field: field, Msg: fmt.Sprintf(format, args...)}
-	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	var ref map[string]any
 	if err := dec.Decode(&ref); err != nil || ref == nil {
-		return nil, bad("", "not a JSON object")
+		return nil, artifactErr("", "not a JSON object")
 	}
-	for _, k := range sortedKeys(ref) {
-		switch k {
-		case "type", "provider", "external_ref", "operation", "url", "title", "status", "metadata":
-		default:
-			return nil, bad(k, "unknown key")
-		}
-	}
-	for _, k := range []string{"type", "provider"} {
-		s, ok := ref[k].(string)
-		if !ok || strings.TrimSpace(s) == "" {
-			return nil, bad(k, "is required (a non-empty string)")
-		}
-	}
-	for _, k := range []string{"operation", "title", "status"} {
-		if v, ok := ref[k]; ok && v != nil {
-			if _, isStr := v.(string); !isStr {
-				return nil, bad(k, "must be a string")
-			}
-		}
-	}
-	if v, ok := ref["url"]; ok && v != nil {
-		s, isStr := v.(string)
-		if !isStr {
-			return nil, bad("url", "must be a string")
-		}
-		if msg := publicURL(s, false); msg != "" {
-			return nil, bad("url", "%s", msg)
-		}
-	}
-	if v, ok := ref["metadata"]; ok && v != nil {
-		if _, isMap := v.(map[string]any); !isMap {
-			return nil, bad("metadata", "must be an object")
-		}
+	if err := checkArtifactFields(ref); err != nil {
+		return nil, err
 	}
 	ext, ok := ref["external_ref"].(map[string]any)
 	if !ok {
-		return nil, bad("external_ref", "is required (an object)")
+		return nil, artifactErr("external_ref", "is required (an object)")
 	}
 	provider, _ := ext["provider"].(string)
 	variant, known := refVariants[provider]
@@ -136,11 +110,74 @@ func parseArtifact(line []byte, svcExists func(string) bool) (map[string]any, *A
 			names = append(names, p)
 		}
 		sort.Strings(names)
-		return nil, bad("external_ref.provider", "must be one of %s", strings.Join(names, ", "))
+		return nil, artifactErr("external_ref.provider", "must be one of %s", strings.Join(names, ", "))
 	}
 	if ref["provider"] != provider {
-		return nil, bad("provider", "%q must equal external_ref.provider %q", ref["provider"], provider)
+		return nil, artifactErr("provider", "%q must equal external_ref.provider %q", ref["provider"], provider)
 	}
+	if err := checkExternalRef(ext, provider, variant); err != nil {
+		return nil, err
+	}
+	kind, hasKind := ext["kind"]
+	switch {
+	case !hasKind || kind == nil:
+		if variant.kind != "" {
+			ext["kind"] = variant.kind
+		}
+	case variant.fixedKind && kind != variant.kind:
+		return nil, artifactErr("external_ref.kind", "must be %q for provider %s", variant.kind, provider)
+	}
+	if provider == ProviderSvc && svcExists != nil {
+		if slug := ext["slug"].(string); !svcExists(slug) {
+			return nil, artifactErr("external_ref.slug", "knowledge item %q does not exist", slug)
+		}
+	}
+	return normalizeNumbers(ref).(map[string]any), nil
+}
+
+// checkArtifactFields checks an artifact reference's own fields (all but
+// external_ref's content).
+func checkArtifactFields(ref map[string]any) *ArtifactError {
+	for _, k := range sortedKeys(ref) {
+		switch k {
+		case "type", "provider", "external_ref", "operation", "url", "title", "status", "metadata":
+		default:
+			return artifactErr(k, "unknown key")
+		}
+	}
+	for _, k := range []string{"type", "provider"} {
+		s, ok := ref[k].(string)
+		if !ok || strings.TrimSpace(s) == "" {
+			return artifactErr(k, "is required (a non-empty string)")
+		}
+	}
+	for _, k := range []string{"operation", "title", "status"} {
+		if v, ok := ref[k]; ok && v != nil {
+			if _, isStr := v.(string); !isStr {
+				return artifactErr(k, "must be a string")
+			}
+		}
+	}
+	if v, ok := ref["url"]; ok && v != nil {
+		s, isStr := v.(string)
+		if !isStr {
+			return artifactErr("url", "must be a string")
+		}
+		if msg := publicURL(s, false); msg != "" {
+			return artifactErr("url", "%s", msg)
+		}
+	}
+	if v, ok := ref["metadata"]; ok && v != nil {
+		if _, isMap := v.(map[string]any); !isMap {
+			return artifactErr("metadata", "must be an object")
+		}
+	}
+	return nil
+}
+
+// checkExternalRef checks the keys of an external_ref of provider against
+// its variant: known keys, values of their kind, required keys present.
+func checkExternalRef(ext map[string]any, provider string, variant refVariant) *ArtifactError {
 	allowed := map[string]refField{"provider": {"provider", "string", true}, "kind": {"kind", "string", false}}
 	if variant.displayHint {
 		allowed["display_hint"] = refField{"display_hint", "hint", false}
@@ -152,87 +189,87 @@ func parseArtifact(line []byte, svcExists func(string) bool) (map[string]any, *A
 		f, ok := allowed[k]
 		field := "external_ref." + k
 		if !ok {
-			return nil, bad(field, "unknown key for provider %s", provider)
+			return artifactErr(field, "unknown key for provider %s", provider)
 		}
 		v := ext[k]
 		if v == nil {
 			if f.req {
-				return nil, bad(field, "is required")
+				return artifactErr(field, "is required")
 			}
 			continue
 		}
-		switch f.kind {
-		case "string", "host", "public_url":
-			s, isStr := v.(string)
-			if !isStr {
-				return nil, bad(field, "must be a string")
-			}
-			if f.req && strings.TrimSpace(s) == "" {
-				return nil, bad(field, "is required")
-			}
-			if f.kind == "host" && !validHost(s) {
-				return nil, bad(field, "%q is not a hostname", s)
-			}
-			if f.kind == "public_url" {
-				if msg := publicURL(s, false); msg != "" {
-					return nil, bad(field, "%s", msg)
-				}
-			}
-		case "integer":
-			num, isNum := v.(json.Number)
-			if !isNum {
-				return nil, bad(field, "must be an integer")
-			}
-			if _, err := num.Int64(); err != nil {
-				return nil, bad(field, "must be an integer")
-			}
-		case "hint":
-			hint, isMap := v.(map[string]any)
-			if !isMap {
-				return nil, bad(field, "must be an object")
-			}
-			for _, hk := range sortedKeys(hint) {
-				hf := field + "." + hk
-				switch hk {
-				case "title", "icon_url", "provider_name":
-				default:
-					return nil, bad(hf, "unknown key")
-				}
-				if hint[hk] == nil {
-					continue
-				}
-				s, isStr := hint[hk].(string)
-				if !isStr {
-					return nil, bad(hf, "must be a string")
-				}
-				if hk == "icon_url" {
-					if msg := publicURL(s, true); msg != "" {
-						return nil, bad(hf, "%s", msg)
-					}
-				}
-			}
+		if err := checkRefValue(field, f, v); err != nil {
+			return err
 		}
 	}
 	for _, f := range variant.fields {
 		if _, ok := ext[f.name]; f.req && !ok {
-			return nil, bad("external_ref."+f.name, "is required")
+			return artifactErr("external_ref."+f.name, "is required")
 		}
 	}
-	kind, hasKind := ext["kind"]
-	switch {
-	case !hasKind || kind == nil:
-		if variant.kind != "" {
-			ext["kind"] = variant.kind
+	return nil
+}
+
+// checkRefValue checks the non-null value v of an external_ref field.
+func checkRefValue(field string, f refField, v any) *ArtifactError {
+	switch f.kind {
+	case "string", "host", "public_url":
+		s, isStr := v.(string)
+		if !isStr {
+			return artifactErr(field, "must be a string")
 		}
-	case variant.fixedKind && kind != variant.kind:
-		return nil, bad("external_ref.kind", "must be %q for provider %s", variant.kind, provider)
+		if f.req && strings.TrimSpace(s) == "" {
+			return artifactErr(field, "is required")
+		}
+		if f.kind == "host" && !validHost(s) {
+			return artifactErr(field, "%q is not a hostname", s)
+		}
+		if f.kind == "public_url" {
+			if msg := publicURL(s, false); msg != "" {
+				return artifactErr(field, "%s", msg)
+			}
+		}
+	case "integer":
+		num, isNum := v.(json.Number)
+		if !isNum {
+			return artifactErr(field, "must be an integer")
+		}
+		if _, err := num.Int64(); err != nil {
+			return artifactErr(field, "must be an integer")
+		}
+	case "hint":
+		return checkDisplayHint(field, v)
 	}
-	if provider == ProviderSvc && svcExists != nil {
-		if slug := ext["slug"].(string); !svcExists(slug) {
-			return nil, bad("external_ref.slug", "knowledge item %q does not exist", slug)
+	return nil
+}
+
+// checkDisplayHint checks an external_ref's display_hint object.
+func checkDisplayHint(field string, v any) *ArtifactError {
+	hint, isMap := v.(map[string]any)
+	if !isMap {
+		return artifactErr(field, "must be an object")
+	}
+	for _, hk := range sortedKeys(hint) {
+		hf := field + "." + hk
+		switch hk {
+		case "title", "icon_url", "provider_name":
+		default:
+			return artifactErr(hf, "unknown key")
+		}
+		if hint[hk] == nil {
+			continue
+		}
+		s, isStr := hint[hk].(string)
+		if !isStr {
+			return artifactErr(hf, "must be a string")
+		}
+		if hk == "icon_url" {
+			if msg := publicURL(s, true); msg != "" {
+				return artifactErr(hf, "%s", msg)
+			}
 		}
 	}
-	return normalizeNumbers(ref).(map[string]any), nil
+	return nil
 }
 
 // normalizeNumbers turns json.Number into float64 (or int64 past 2^53).

@@ -163,6 +163,13 @@ func LineInputs(m *LineManifest, jobs map[string]*JobManifest) ([]LineInput, Pro
 			in.Bound = append(in.Bound, BoundParam{Path: p, Stage: st.ID, Param: name, ByName: true, Spec: spec})
 		}
 	}
+	return defineInputs(byName), v.result()
+}
+
+// defineInputs gives each input its definition, from the entry job's param
+// when it has one, else from the first param it feeds (required when any
+// param bound to it explicitly is), in name order.
+func defineInputs(byName map[string]*LineInput) []LineInput {
 	out := make([]LineInput, 0, len(byName))
 	for _, name := range sortedKeys(byName) {
 		in := byName[name]
@@ -177,7 +184,7 @@ func LineInputs(m *LineManifest, jobs map[string]*JobManifest) ([]LineInput, Pro
 		}
 		out = append(out, *in)
 	}
-	return out, v.result()
+	return out
 }
 
 // incoming returns, by stage, the bindings of each transition (or agentic

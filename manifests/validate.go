@@ -590,28 +590,7 @@ func ValidateLine(m *LineManifest) Problems {
 	} else if !nameRE.MatchString(m.Line.Name) {
 		v.add("line.name", "%q is not a valid name (letters, digits, '.', '_', '-'; starting with a letter or digit)", m.Line.Name)
 	}
-	stages := map[string]bool{}
-	if len(m.Stages) == 0 {
-		v.add("stages", "manifest has no stages: at least one stage is required")
-	}
-	for i, s := range m.Stages {
-		p := at("stages", i)
-		switch {
-		case strings.TrimSpace(s.ID) == "":
-			v.add(p+".id", "is required")
-		case !nameRE.MatchString(s.ID):
-			v.add(p+".id", "%q is not a valid stage id", s.ID)
-		case stages[s.ID]:
-			v.add(p+".id", "duplicate stage id %q", s.ID)
-		}
-		stages[s.ID] = true
-		if strings.TrimSpace(s.Job) == "" {
-			v.add(p+".job", "is required")
-		}
-		if s.MaxAttempts != nil && *s.MaxAttempts < 1 {
-			v.add(p+".max_attempts", "must be at least 1")
-		}
-	}
+	stages := v.lineStages(m.Stages)
 	transitions := map[string]bool{}
 	for _, t := range m.Transitions {
 		transitions[t.ID] = true
@@ -631,49 +610,9 @@ func ValidateLine(m *LineManifest) Problems {
 		v.stageRef(p+".from", t.From, stages)
 		switch t.Type {
 		case TransitionConditional:
-			v.stageRef(p+".to", t.To, stages)
-			if t.When == nil {
-				v.add(p+".when", "is required for a conditional transition")
-			} else {
-				v.condition(p+".when", t.When, stages, transitions, true)
-			}
-			if t.MaxIterations != nil && *t.MaxIterations < 1 {
-				v.add(p+".max_iterations", "must be at least 1")
-			}
-			v.bindings(p+".params", t.Params, stages)
-			if t.Instructions != nil {
-				v.add(p+".instructions", "only applies to an agentic transition")
-			}
-			if t.Options != nil {
-				v.add(p+".options", "only applies to an agentic transition")
-			}
+			v.conditionalTransition(p, t, stages, transitions)
 		case TransitionAgentic:
-			if t.Instructions == nil {
-				v.add(p+".instructions", "is required for an agentic transition")
-			} else {
-				v.binding(p+".instructions", t.Instructions)
-			}
-			if len(t.Options) == 0 {
-				v.add(p+".options", "an agentic transition needs at least one option")
-			}
-			names := map[string]bool{}
-			for j, o := range t.Options {
-				op := at(p+".options", j)
-				switch {
-				case strings.TrimSpace(o.Name) == "":
-					v.add(op+".name", "is required")
-				case names[o.Name]:
-					v.add(op+".name", "duplicate option name %q", o.Name)
-				}
-				names[o.Name] = true
-				v.stageRef(op+".to", o.To, stages)
-				v.bindings(op+".params", o.Params, stages)
-			}
-			for key, set := range map[string]bool{"to": t.To != "", "when": t.When != nil, "max_iterations": t.MaxIterations != nil, "params": t.Params != nil} {
-				if set {
-					v.add(p+"."+key, "only applies to a conditional transition")
-				}
-			}
+			v.agenticTransition(p, t, stages)
 			if agenticFrom[t.From] {
 				v.add(p+".from", "stage %q already has an agentic transition", t.From)
 			}
@@ -685,20 +624,103 @@ func ValidateLine(m *LineManifest) Problems {
 	if m.Agent != nil {
 		v.binding("agent.instructions", m.Agent.Instructions)
 	}
-	if l := m.Limits; l != nil {
-		if l.MaxIterations != nil && *l.MaxIterations < 1 {
-			v.add("limits.max_iterations", "must be at least 1")
-		}
-		if l.BudgetUSD != nil && l.BudgetUSD.Cents < 0 {
-			v.add("limits.budget_usd", "must not be negative")
-		}
-		if l.Timeout != "" {
-			if _, err := ParseDuration(l.Timeout); err != nil {
-				v.add("limits.timeout", "%v", err)
-			}
-		}
+	if m.Limits != nil {
+		v.lineLimits(m.Limits)
 	}
 	return v.result()
+}
+
+// lineStages checks a line's stages and returns their ids.
+func (v *validator) lineStages(list []LineStage) map[string]bool {
+	stages := map[string]bool{}
+	if len(list) == 0 {
+		v.add("stages", "manifest has no stages: at least one stage is required")
+	}
+	for i, s := range list {
+		p := at("stages", i)
+		switch {
+		case strings.TrimSpace(s.ID) == "":
+			v.add(p+".id", "is required")
+		case !nameRE.MatchString(s.ID):
+			v.add(p+".id", "%q is not a valid stage id", s.ID)
+		case stages[s.ID]:
+			v.add(p+".id", "duplicate stage id %q", s.ID)
+		}
+		stages[s.ID] = true
+		if strings.TrimSpace(s.Job) == "" {
+			v.add(p+".job", "is required")
+		}
+		if s.MaxAttempts != nil && *s.MaxAttempts < 1 {
+			v.add(p+".max_attempts", "must be at least 1")
+		}
+	}
+	return stages
+}
+
+// conditionalTransition checks the conditional transition t at p.
+func (v *validator) conditionalTransition(p string, t Transition, stages, transitions map[string]bool) {
+	v.stageRef(p+".to", t.To, stages)
+	if t.When == nil {
+		v.add(p+".when", "is required for a conditional transition")
+	} else {
+		v.condition(p+".when", t.When, stages, transitions, true)
+	}
+	if t.MaxIterations != nil && *t.MaxIterations < 1 {
+		v.add(p+".max_iterations", "must be at least 1")
+	}
+	v.bindings(p+".params", t.Params, stages)
+	if t.Instructions != nil {
+		v.add(p+".instructions", "only applies to an agentic transition")
+	}
+	if t.Options != nil {
+		v.add(p+".options", "only applies to an agentic transition")
+	}
+}
+
+// agenticTransition checks the agentic transition t at p but for its from
+// stage (one agentic transition per stage: ValidateLine checks it).
+func (v *validator) agenticTransition(p string, t Transition, stages map[string]bool) {
+	if t.Instructions == nil {
+		v.add(p+".instructions", "is required for an agentic transition")
+	} else {
+		v.binding(p+".instructions", t.Instructions)
+	}
+	if len(t.Options) == 0 {
+		v.add(p+".options", "an agentic transition needs at least one option")
+	}
+	names := map[string]bool{}
+	for j, o := range t.Options {
+		op := at(p+".options", j)
+		switch {
+		case strings.TrimSpace(o.Name) == "":
+			v.add(op+".name", "is required")
+		case names[o.Name]:
+			v.add(op+".name", "duplicate option name %q", o.Name)
+		}
+		names[o.Name] = true
+		v.stageRef(op+".to", o.To, stages)
+		v.bindings(op+".params", o.Params, stages)
+	}
+	for key, set := range map[string]bool{"to": t.To != "", "when": t.When != nil, "max_iterations": t.MaxIterations != nil, "params": t.Params != nil} {
+		if set {
+			v.add(p+"."+key, "only applies to a conditional transition")
+		}
+	}
+}
+
+// lineLimits checks a line's limits.
+func (v *validator) lineLimits(l *LineLimits) {
+	if l.MaxIterations != nil && *l.MaxIterations < 1 {
+		v.add("limits.max_iterations", "must be at least 1")
+	}
+	if l.BudgetUSD != nil && l.BudgetUSD.Cents < 0 {
+		v.add("limits.budget_usd", "must not be negative")
+	}
+	if l.Timeout != "" {
+		if _, err := ParseDuration(l.Timeout); err != nil {
+			v.add("limits.timeout", "%v", err)
+		}
+	}
 }
 
 func (v *validator) stageRef(p, id string, stages map[string]bool) {

@@ -446,28 +446,9 @@ func (p *parser) harness(path, name string, v any) (Harness, bool) {
 		if !ok {
 			continue
 		}
-		kp := join(path, key)
-		if name == HarnessCustom {
-			p.add(kp, "not allowed for custom (its steps run their own command, exec mode only)")
-			continue
-		}
-		args, ok := p.strings(kp, cv)
+		args, ok := p.harnessCommand(join(path, key), name, cv)
 		if !ok {
 			continue
-		}
-		if len(args) == 0 || strings.TrimSpace(args[0]) == "" {
-			p.add(kp, "must start with the program to run")
-			continue
-		}
-		for i, a := range args {
-			for _, sub := range holderRE.FindAllStringSubmatch(a, -1) {
-				if !contains(Placeholders, sub[1]) {
-					p.add(fmt.Sprintf("%s[%d]", kp, i), "unknown placeholder {{%s}} (expected one of %s)", sub[1], strings.Join(Placeholders, ", "))
-				}
-			}
-			if i == 0 && holderRE.MatchString(a) {
-				p.add(fmt.Sprintf("%s[%d]", kp, i), "the program may not be a placeholder")
-			}
 		}
 		if key == "command" {
 			h.Command = args
@@ -484,22 +465,7 @@ func (p *parser) harness(path, name string, v any) (Harness, bool) {
 		h.Efforts = p.efforts(join(path, "efforts"), ev)
 	}
 	if ev, ok := m["env"]; ok {
-		if em, ok := p.table(join(path, "env"), ev); ok {
-			for _, k := range sortedKeys(em) {
-				kp := join(join(path, "env"), k)
-				if !envRE.MatchString(k) {
-					p.add(kp, "not a valid environment variable name")
-					continue
-				}
-				if strings.HasPrefix(k, "SVC_") {
-					p.add(kp, "SVC_ variables are set by the service")
-					continue
-				}
-				if s, ok := p.str(kp, em[k]); ok {
-					h.Env[k] = s
-				}
-			}
-		}
+		p.harnessEnv(join(path, "env"), ev, h.Env)
 	}
 	if mv, ok := m["models"]; ok {
 		h.Models = p.models(join(path, "models"), mv, true)
@@ -519,6 +485,57 @@ func (p *parser) harness(path, name string, v any) (Harness, bool) {
 		}
 	}
 	return h, true
+}
+
+// harnessCommand checks a harness's command or resume command template at
+// kp: a list of strings starting with a program, with known placeholders.
+func (p *parser) harnessCommand(kp, name string, v any) ([]string, bool) {
+	if name == HarnessCustom {
+		p.add(kp, "not allowed for custom (its steps run their own command, exec mode only)")
+		return nil, false
+	}
+	args, ok := p.strings(kp, v)
+	if !ok {
+		return nil, false
+	}
+	if len(args) == 0 || strings.TrimSpace(args[0]) == "" {
+		p.add(kp, "must start with the program to run")
+		return nil, false
+	}
+	for i, a := range args {
+		for _, sub := range holderRE.FindAllStringSubmatch(a, -1) {
+			if !contains(Placeholders, sub[1]) {
+				p.add(fmt.Sprintf("%s[%d]", kp, i), "unknown placeholder {{%s}} (expected one of %s)", sub[1], strings.Join(Placeholders, ", "))
+			}
+		}
+		if i == 0 && holderRE.MatchString(a) {
+			p.add(fmt.Sprintf("%s[%d]", kp, i), "the program may not be a placeholder")
+		}
+	}
+	return args, true
+}
+
+// harnessEnv reads a harness's env table at path into env: valid names,
+// none of the service's SVC_ variables.
+func (p *parser) harnessEnv(path string, v any, env map[string]string) {
+	em, ok := p.table(path, v)
+	if !ok {
+		return
+	}
+	for _, k := range sortedKeys(em) {
+		kp := join(path, k)
+		if !envRE.MatchString(k) {
+			p.add(kp, "not a valid environment variable name")
+			continue
+		}
+		if strings.HasPrefix(k, "SVC_") {
+			p.add(kp, "SVC_ variables are set by the service")
+			continue
+		}
+		if s, ok := p.str(kp, em[k]); ok {
+			env[k] = s
+		}
+	}
 }
 
 func (p *parser) efforts(path string, v any) []string {
