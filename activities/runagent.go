@@ -186,16 +186,13 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 	// The step's files live in the sandbox's own /tmp, which its commands
 	// see (under isolation as /tmp), owned by the sandbox's user.
 	tmp, inside := sandboxTmp(sb)
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	dir := filepath.Join(tmp, "svc_agent."+unsafePathRE.ReplaceAllString(in.RunID, "_")+"."+
-		unsafePathRE.ReplaceAllString(in.Task+"."+in.Step, "_")+"."+hex.EncodeToString(rnd[:]))
+	dir, random := agentStepDir(tmp, in)
 	files, err := agent.NewFiles(dir)
 	if err != nil {
 		return RunStepResult{}, &sandbox.Error{Code: sandbox.CodeFileOperation, Msg: "prepare the agent step's files", Err: err}
 	}
 	// SPEC: the step sees $SVC_OUTPUT as /tmp/svc_output.<job_run_id>.<random>.
-	files.Output = filepath.Join(dir, "svc_output."+unsafePathRE.ReplaceAllString(in.RunID, "_")+"."+hex.EncodeToString(rnd[:]))
+	files.Output = filepath.Join(dir, "svc_output."+unsafePathRE.ReplaceAllString(in.RunID, "_")+"."+random)
 	defer os.RemoveAll(dir)
 	workdir, err := manifests.Render(in.Workdir, in.Params)
 	if err != nil {
@@ -206,37 +203,35 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 	if step.Model == "" {
 		step.Model = h.DefaultModel
 	}
-	var argv []string
 	sessionKey := sb.Name + "@" + sb.CreatedAt.UTC().Format(time.RFC3339Nano)
-	outPath := os.DevNull
-	if step.Session {
-		if f := a.prepareSession(ctx, in, h, &step, &files, sessionKey, inside); f != nil {
-			return *f, nil
-		}
-		if len(ra.Command) > 0 {
-			// the step's own command: {{param}} placeholders, like exec
-			if argv, err = manifests.RenderCommand(ra.Command, in.Params); err != nil {
-				return RunStepResult{}, &templateError{err}
-			}
-		} else {
-			wd := filepath.Join(sb.Root, workdir)
-			if sb.Isolation == sandbox.IsolationBwrap {
-				wd = filepath.Join("/workspace", workdir)
-			}
-			argv = agent.BuildArgv(agent.Command(h, nil, step.SessionID != ""), agent.Placeholders(step, files.Mapped(inside), wd))
-		}
-		outPath = files.Output
-	} else {
-		if argv, err = manifests.RenderCommand(ra.Command, in.Params); err != nil {
-			return RunStepResult{}, &templateError{err}
-		}
-		if len(in.Claimed) > 0 {
-			outPath = files.Output
-		}
+	argv, outPath, failed, err := a.agentCommand(ctx, in, h, sb, &step, &files, workdir, sessionKey, inside)
+	if err != nil {
+		return RunStepResult{}, err
+	}
+	if failed != nil {
+		return *failed, nil
 	}
 	if err := handOver(dir, sb.HostUID); err != nil {
 		return RunStepResult{}, &sandbox.Error{Code: sandbox.CodeFileOperation, Msg: "prepare the agent step's files", Err: err}
 	}
+	env, services, failed := a.agentEnv(ctx, in, sb, step, files, inside, outPath)
+	if failed != nil {
+		return *failed, nil
+	}
+	res, err := a.execAgent(ctx, in, argv, workdir, env, services)
+	if err != nil {
+		return RunStepResult{}, err
+	}
+	a.recordSessionAndUsage(ctx, in, h, step, files, sessionKey)
+	return a.agentResult(ctx, in, h, step, files, res, outPath), nil
+}
+
+// agentEnv is the environment of a run_agent step's command: the agent
+// variables, the params, SVC_OUTPUT and, for a svc_inference step, the
+// gateway's (with, under bwrap isolation, the service that forwards to
+// it). A result is a failure.
+func (a *Activities) agentEnv(ctx context.Context, in RunStepInput, sb sandbox.Sandbox, step agent.Step, files agent.Files, inside func(string) string,
+	outPath string) (map[string]string, []sandbox.Service, *RunStepResult) {
 	env := agent.Env(step, files.Mapped(inside))
 	for k, v := range manifests.ParamEnv(in.Params) {
 		env[k] = v
@@ -245,22 +240,74 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 	// the file back to this one.
 	env[sandbox.OutputEnv] = outPath
 	var services []sandbox.Service
-	if ra.ModelProvider == ModelProviderSvcInference {
+	if in.Action.RunAgent.ModelProvider == ModelProviderSvcInference {
 		// The service's metered gateway and a token for this run (gateway.go).
 		gw, err := a.InferenceStepEnv(ctx, in.RunID, stepKeyOf(in.Task, in.Step))
 		if err != nil {
-			return RunStepResult{Outcome: run.Fail(CodeInferenceUnavailable, run.ClassConfig, err.Error())}, nil
+			return nil, nil, &RunStepResult{Outcome: run.Fail(CodeInferenceUnavailable, run.ClassConfig, err.Error())}
 		}
 		maps.Copy(env, gw)
 		if sb.Isolation == sandbox.IsolationBwrap {
 			svc, err := gatewayService(env)
 			if err != nil {
-				return RunStepResult{Outcome: run.Fail(CodeInferenceUnavailable, run.ClassConfig, err.Error())}, nil
+				return nil, nil, &RunStepResult{Outcome: run.Fail(CodeInferenceUnavailable, run.ClassConfig, err.Error())}
 			}
 			services = append(services, svc)
 		}
 	}
+	return env, services, nil
+}
 
+// agentStepDir is the directory, under the sandbox's tmp, of a run_agent
+// step's files: named after the run and step, unique per attempt by the
+// random part it returns too.
+func agentStepDir(tmp string, in RunStepInput) (dir, random string) {
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	random = hex.EncodeToString(rnd[:])
+	return filepath.Join(tmp, "svc_agent."+unsafePathRE.ReplaceAllString(in.RunID, "_")+"."+
+		unsafePathRE.ReplaceAllString(in.Task+"."+in.Step, "_")+"."+random), random
+}
+
+// agentCommand prepares a run_agent step's command: a session step's files
+// and command (its own, or the harness's template), an exec step's own
+// command. It returns the command, the host path of its SVC_OUTPUT file
+// (os.DevNull when none is read) and, when the step fails before it runs,
+// its result.
+func (a *Activities) agentCommand(ctx context.Context, in RunStepInput, h agentconf.Harness, sb sandbox.Sandbox, step *agent.Step,
+	files *agent.Files, workdir, sessionKey string, inside func(string) string) (argv []string, outPath string, failed *RunStepResult, err error) {
+	ra := in.Action.RunAgent
+	outPath = os.DevNull
+	if !step.Session {
+		if argv, err = manifests.RenderCommand(ra.Command, in.Params); err != nil {
+			return nil, "", nil, &templateError{err}
+		}
+		if len(in.Claimed) > 0 {
+			outPath = files.Output
+		}
+		return argv, outPath, nil, nil
+	}
+	if f := a.prepareSession(ctx, in, h, step, files, sessionKey, inside); f != nil {
+		return nil, "", f, nil
+	}
+	if len(ra.Command) > 0 {
+		// the step's own command: {{param}} placeholders, like exec
+		if argv, err = manifests.RenderCommand(ra.Command, in.Params); err != nil {
+			return nil, "", nil, &templateError{err}
+		}
+	} else {
+		wd := filepath.Join(sb.Root, workdir)
+		if sb.Isolation == sandbox.IsolationBwrap {
+			wd = filepath.Join("/workspace", workdir)
+		}
+		argv = agent.BuildArgv(agent.Command(h, nil, step.SessionID != ""), agent.Placeholders(*step, files.Mapped(inside), wd))
+	}
+	return argv, files.Output, nil, nil
+}
+
+// execAgent runs a run_agent step's command in its sandbox with its
+// services, its output going to the step's logs.
+func (a *Activities) execAgent(ctx context.Context, in RunStepInput, argv []string, workdir string, env map[string]string, services []sandbox.Service) (sandbox.ExecResult, error) {
 	stepKey := in.Task + "/" + in.Step
 	stdout := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stdout"}
 	stderr := &logWriter{ctx: ctx, store: a.Store, runID: in.RunID, step: stepKey, stream: "stderr"}
@@ -270,19 +317,21 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 	})
 	stdout.flush()
 	stderr.flush()
-	if err != nil {
-		return RunStepResult{}, err
-	}
+	return res, err
+}
+
+// agentResult is the result of a run_agent step whose command ran: its
+// exit, claimed outputs and artifacts.
+func (a *Activities) agentResult(ctx context.Context, in RunStepInput, h agentconf.Harness, step agent.Step, files agent.Files, res sandbox.ExecResult, outPath string) RunStepResult {
 	out := RunStepResult{Outcome: run.Outcome{Status: run.Succeeded}, ExitCode: new(res.ExitCode)}
-	a.recordSessionAndUsage(ctx, in, h, step, files, sessionKey)
 	switch {
 	case res.TimedOut:
 		out.Outcome = run.Outcome{Status: run.TimedOut, ErrorCode: run.CodeTimeout, FailureClass: run.ClassConfig,
 			ErrorMessage: fmt.Sprintf("step %s exceeded its timeout of %ds", in.Step, in.TimeoutSeconds)}
-		return out, nil
+		return out
 	case res.ExitCode != 0:
 		out.Outcome = run.Fail(run.CodeAgentFailed, run.ClassAgent, fmt.Sprintf("step %s: harness %s exited with code %d", in.Step, h.Name, res.ExitCode))
-		return out, nil
+		return out
 	}
 	if len(in.Claimed) > 0 {
 		values, oerr := a.agentOutputs(in, step.Session, outPath)
@@ -292,71 +341,42 @@ func (a *Activities) runAgent(ctx context.Context, in RunStepInput) (RunStepResu
 				code = run.CodeOutputInvalid
 			}
 			out.Outcome = run.Fail(code, run.ClassContract, oerr.Error())
-			return out, nil
+			return out
 		}
 		out.Outputs = values
 	}
 	a.collectArtifacts(ctx, in, files.Artifacts, &out)
-	return out, nil
+	return out
+}
+
+// stepFailure is the result of a step that failed before its command ran.
+func stepFailure(code string, class run.FailureClass, format string, args ...any) *RunStepResult {
+	return &RunStepResult{Outcome: run.Fail(code, class, fmt.Sprintf(format, args...))}
 }
 
 // prepareSession writes a session step's prompt, knowledge, MCP config and
 // output schema, and finds the session to resume. A result is a failure.
 func (a *Activities) prepareSession(ctx context.Context, in RunStepInput, h agentconf.Harness, step *agent.Step, files *agent.Files, sessionKey string, inside func(string) string) *RunStepResult {
 	ra := in.Action.RunAgent
-	fail := func(code string, class run.FailureClass, format string, args ...any) *RunStepResult {
-		return &RunStepResult{Outcome: run.Fail(code, class, fmt.Sprintf(format, args...))}
-	}
 	as := a.agentStore()
 	if ra.Session != "" && as != nil {
 		id, err := as.GetSandboxSession(ctx, sessionKey, ra.Session)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fail(run.CodeExecFailed, run.ClassInfra, "look up session %s: %v", ra.Session, err)
+			return stepFailure(run.CodeExecFailed, run.ClassInfra, "look up session %s: %v", ra.Session, err)
 		}
 		step.SessionID = id
 	}
-	var versions []store.KnowledgeVersionRef
-	if len(manifests.JobKnowledge(&manifests.JobManifest{Run: manifests.RunSection{Tasks: []manifests.Task{{Steps: []manifests.Step{in.Action}}}}})) > 0 {
-		r, err := a.Store.GetJobRun(ctx, in.RunID)
-		if err != nil {
-			return fail(run.CodeExecFailed, run.ClassInfra, "load the run's knowledge versions: %v", err)
-		}
-		versions = r.KnowledgeVersions
-	}
-	load := func(slug string) (agent.Knowledge, *RunStepResult) {
-		for _, v := range versions {
-			if v.Slug != slug || as == nil {
-				continue
-			}
-			kv, err := as.GetKnowledgeVersion(ctx, slug, v.VersionNumber)
-			if err != nil {
-				return agent.Knowledge{}, fail(run.CodeKnowledgeNotFound, run.ClassConfig, "knowledge %s version %d: %v", slug, v.VersionNumber, err)
-			}
-			return agent.Knowledge{Slug: slug, VersionID: kv.ID, VersionNumber: kv.VersionNumber, ContentHash: kv.ContentHash, Format: kv.Format, Body: kv.Body}, nil
-		}
-		return agent.Knowledge{}, fail(run.CodeKnowledgeNotFound, run.ClassConfig, "knowledge item %q did not resolve when the run started", slug)
+	load, f := a.knowledgeLoader(ctx, in, as)
+	if f != nil {
+		return f
 	}
 	binding := ra.Prompt
 	if step.SessionID != "" && ra.ResumePrompt != nil {
 		binding = ra.ResumePrompt
 	}
 	if binding != nil {
-		var text string
-		if lit, ok := manifests.LiteralText(binding); ok {
-			rendered, err := manifests.Render(lit, in.Params)
-			if err != nil {
-				return fail(run.CodeTemplateInvalid, run.ClassConfig, "prompt: %v", err)
-			}
-			text = rendered
-		} else {
-			k, f := load(binding.Slug)
-			if f != nil {
-				return f
-			}
-			text = renderKnown(k.Body, in.Params)
-		}
-		if err := files.WritePrompt(text); err != nil {
-			return fail(sandbox.CodeFileOperation, run.ClassInfra, "write the prompt file: %v", err)
+		if f := writePrompt(in, binding, files, load); f != nil {
+			return f
 		}
 	}
 	if len(ra.Knowledge) > 0 {
@@ -369,24 +389,79 @@ func (a *Activities) prepareSession(ctx context.Context, in RunStepInput, h agen
 			items = append(items, k)
 		}
 		if err := files.WriteKnowledge(items, inside); err != nil {
-			return fail(sandbox.CodeFileOperation, run.ClassInfra, "write the knowledge dir: %v", err)
+			return stepFailure(sandbox.CodeFileOperation, run.ClassInfra, "write the knowledge dir: %v", err)
 		}
 	}
 	if len(ra.MCP) > 0 {
 		if err := files.WriteMCPConfig(ra.MCP); err != nil {
-			return fail(sandbox.CodeFileOperation, run.ClassInfra, "write the MCP config: %v", err)
+			return stepFailure(sandbox.CodeFileOperation, run.ClassInfra, "write the MCP config: %v", err)
 		}
 	}
 	if len(in.Claimed) > 0 {
-		from := map[string]string{}
-		if in.Action.Outputs != nil {
-			for k, c := range in.Action.Outputs.Claims {
-				from[k] = c.From
+		return writeOutputSchema(in, files)
+	}
+	return nil
+}
+
+// knowledgeLoader returns a function loading a knowledge item in the
+// version the run resolved when it started.
+func (a *Activities) knowledgeLoader(ctx context.Context, in RunStepInput, as AgentStore) (func(slug string) (agent.Knowledge, *RunStepResult), *RunStepResult) {
+	var versions []store.KnowledgeVersionRef
+	if len(manifests.JobKnowledge(&manifests.JobManifest{Run: manifests.RunSection{Tasks: []manifests.Task{{Steps: []manifests.Step{in.Action}}}}})) > 0 {
+		r, err := a.Store.GetJobRun(ctx, in.RunID)
+		if err != nil {
+			return nil, stepFailure(run.CodeExecFailed, run.ClassInfra, "load the run's knowledge versions: %v", err)
+		}
+		versions = r.KnowledgeVersions
+	}
+	return func(slug string) (agent.Knowledge, *RunStepResult) {
+		for _, v := range versions {
+			if v.Slug != slug || as == nil {
+				continue
 			}
+			kv, err := as.GetKnowledgeVersion(ctx, slug, v.VersionNumber)
+			if err != nil {
+				return agent.Knowledge{}, stepFailure(run.CodeKnowledgeNotFound, run.ClassConfig, "knowledge %s version %d: %v", slug, v.VersionNumber, err)
+			}
+			return agent.Knowledge{Slug: slug, VersionID: kv.ID, VersionNumber: kv.VersionNumber, ContentHash: kv.ContentHash, Format: kv.Format, Body: kv.Body}, nil
 		}
-		if err := files.WriteOutputSchema(agent.OutputSchema(in.Claimed, from, in.OutputSpecs)); err != nil {
-			return fail(sandbox.CodeFileOperation, run.ClassInfra, "write the output schema: %v", err)
+		return agent.Knowledge{}, stepFailure(run.CodeKnowledgeNotFound, run.ClassConfig, "knowledge item %q did not resolve when the run started", slug)
+	}, nil
+}
+
+// writePrompt writes a session step's prompt: a literal rendered with the
+// run's params, or a knowledge item's body.
+func writePrompt(in RunStepInput, binding *manifests.Binding, files *agent.Files, load func(string) (agent.Knowledge, *RunStepResult)) *RunStepResult {
+	var text string
+	if lit, ok := manifests.LiteralText(binding); ok {
+		rendered, err := manifests.Render(lit, in.Params)
+		if err != nil {
+			return stepFailure(run.CodeTemplateInvalid, run.ClassConfig, "prompt: %v", err)
 		}
+		text = rendered
+	} else {
+		k, f := load(binding.Slug)
+		if f != nil {
+			return f
+		}
+		text = renderKnown(k.Body, in.Params)
+	}
+	if err := files.WritePrompt(text); err != nil {
+		return stepFailure(sandbox.CodeFileOperation, run.ClassInfra, "write the prompt file: %v", err)
+	}
+	return nil
+}
+
+// writeOutputSchema writes the schema of the outputs a session step claims.
+func writeOutputSchema(in RunStepInput, files *agent.Files) *RunStepResult {
+	from := map[string]string{}
+	if in.Action.Outputs != nil {
+		for k, c := range in.Action.Outputs.Claims {
+			from[k] = c.From
+		}
+	}
+	if err := files.WriteOutputSchema(agent.OutputSchema(in.Claimed, from, in.OutputSpecs)); err != nil {
+		return stepFailure(sandbox.CodeFileOperation, run.ClassInfra, "write the output schema: %v", err)
 	}
 	return nil
 }

@@ -154,70 +154,27 @@ func loadConfig(name string, args []string) (config, error) {
 	if c.ReconcileInterval <= 0 || c.ReconcileGrace <= 0 || c.ShutdownGrace < 0 {
 		return c, fmt.Errorf("--reconcile-interval and --reconcile-grace must be positive durations, --shutdown-grace a duration")
 	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "temporal-port" || f.Name == "temporal-ui-addr" {
-			c.TemporalPortsExplicit = true
-		}
-	})
-	for _, name := range []string{"FACTORY_TEMPORAL_PORT", "FACTORY_TEMPORAL_UI_ADDR"} {
-		if os.Getenv(name) != "" {
-			c.TemporalPortsExplicit = true
-		}
-	}
+	c.TemporalPortsExplicit = temporalPortsExplicit(fs)
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	c.BootstrapToken = os.Getenv("FACTORY_BOOTSTRAP_TOKEN")
 	c.TokenKey = os.Getenv("FACTORY_TOKEN_KEY")
-	c.IntegrationSecrets = map[string]string{}
-	if raw := os.Getenv("FACTORY_INTEGRATION_SECRETS"); raw != "" {
-		for _, pair := range strings.Split(raw, ",") {
-			provider, secret, ok := strings.Cut(strings.TrimSpace(pair), "=")
-			if !ok || provider == "" || secret == "" {
-				return c, fmt.Errorf("FACTORY_INTEGRATION_SECRETS: %q is not provider=secret", pair)
-			}
-			c.IntegrationSecrets[provider] = secret
-		}
+	var err error
+	if c.IntegrationSecrets, err = integrationSecrets(os.Getenv("FACTORY_INTEGRATION_SECRETS")); err != nil {
+		return c, err
 	}
-	c.Roles = map[string]bool{}
-	for _, r := range strings.Split(roles, ",") {
-		r = strings.TrimSpace(r)
-		if r == "" {
-			continue
-		}
-		if r != "api" && r != "worker" {
-			return c, fmt.Errorf("--roles: unknown role %q (api, worker)", r)
-		}
-		c.Roles[r] = true
+	if c.Roles, err = parseRoles(roles); err != nil {
+		return c, err
 	}
-	if len(c.Roles) == 0 {
-		return c, fmt.Errorf("--roles: at least one of api, worker")
+	if err := c.parseSettings(maxBody, logLevel, port); err != nil {
+		return c, err
 	}
-	n, err := strconv.ParseInt(maxBody, 10, 64)
-	if err != nil || n <= 0 {
-		return c, fmt.Errorf("--max-body-bytes: %q is not a positive integer", maxBody)
+	if c.Rates.CentsPerVCPUHour, err = parseRate("--cents-per-vcpu-hour", vcpuRate); err != nil {
+		return c, err
 	}
-	c.MaxBodyBytes = n
-	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
-		return c, fmt.Errorf("--log-level: %v", err)
-	}
-	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
-		return c, fmt.Errorf("--log-format: %q is not text or json", c.LogFormat)
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p <= 0 || p > 65535 {
-		return c, fmt.Errorf("--temporal-port: %q is not a port", port)
-	}
-	c.TemporalPort = p
-	for _, r := range []struct {
-		flag, raw string
-		dst       *float64
-	}{{"--cents-per-vcpu-hour", vcpuRate, &c.Rates.CentsPerVCPUHour}, {"--cents-per-gb-hour", gbRate, &c.Rates.CentsPerGBHour}} {
-		f, err := strconv.ParseFloat(r.raw, 64)
-		if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-			return c, fmt.Errorf("%s: %q is not a non-negative number", r.flag, r.raw)
-		}
-		*r.dst = f
+	if c.Rates.CentsPerGBHour, err = parseRate("--cents-per-gb-hour", gbRate); err != nil {
+		return c, err
 	}
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = filepath.Join(c.DataDir, "factory.db")
@@ -236,6 +193,90 @@ func loadConfig(name string, args []string) (config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// parseSettings parses the body limit, log level and format, and the
+// embedded Temporal server's port into c.
+func (c *config) parseSettings(maxBody, logLevel, port string) error {
+	n, err := strconv.ParseInt(maxBody, 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("--max-body-bytes: %q is not a positive integer", maxBody)
+	}
+	c.MaxBodyBytes = n
+	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %v", err)
+	}
+	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("--log-format: %q is not text or json", c.LogFormat)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("--temporal-port: %q is not a port", port)
+	}
+	c.TemporalPort = p
+	return nil
+}
+
+// temporalPortsExplicit tells whether the embedded Temporal server's ports
+// were set by flag or environment.
+func temporalPortsExplicit(fs *flag.FlagSet) bool {
+	explicit := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "temporal-port" || f.Name == "temporal-ui-addr" {
+			explicit = true
+		}
+	})
+	for _, name := range []string{"FACTORY_TEMPORAL_PORT", "FACTORY_TEMPORAL_UI_ADDR"} {
+		if os.Getenv(name) != "" {
+			explicit = true
+		}
+	}
+	return explicit
+}
+
+// integrationSecrets parses FACTORY_INTEGRATION_SECRETS: provider=secret
+// pairs separated by commas.
+func integrationSecrets(raw string) (map[string]string, error) {
+	secrets := map[string]string{}
+	if raw == "" {
+		return secrets, nil
+	}
+	for _, pair := range strings.Split(raw, ",") {
+		provider, secret, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || provider == "" || secret == "" {
+			return secrets, fmt.Errorf("FACTORY_INTEGRATION_SECRETS: %q is not provider=secret", pair)
+		}
+		secrets[provider] = secret
+	}
+	return secrets, nil
+}
+
+// parseRoles parses --roles: api, worker or both, separated by commas.
+func parseRoles(roles string) (map[string]bool, error) {
+	set := map[string]bool{}
+	for _, r := range strings.Split(roles, ",") {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		if r != "api" && r != "worker" {
+			return set, fmt.Errorf("--roles: unknown role %q (api, worker)", r)
+		}
+		set[r] = true
+	}
+	if len(set) == 0 {
+		return set, fmt.Errorf("--roles: at least one of api, worker")
+	}
+	return set, nil
+}
+
+// parseRate parses a cost rate flag: a non-negative number.
+func parseRate(flagName, raw string) (float64, error) {
+	f, err := strconv.ParseFloat(raw, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("%s: %q is not a non-negative number", flagName, raw)
+	}
+	return f, nil
 }
 
 // readAgentConfig reads and parses the server configuration file once; its

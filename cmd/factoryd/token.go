@@ -81,39 +81,50 @@ func tokenCommand(args []string, stdout, stderr io.Writer) int {
 	case "list":
 		return tokenList(ctx, st, stdout, stderr)
 	case "revoke":
-		if err := st.DeleteToken(ctx, rest[0]); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				fmt.Fprintf(stderr, "token revoke: no token named %q\n", rest[0])
-			} else {
-				fmt.Fprintf(stderr, "token revoke: %v\n", err)
-			}
-			return 1
-		}
-		fmt.Fprintf(stderr, "revoked token %q\n", rest[0])
-		return 0
+		return tokenRevoke(ctx, st, rest[0], stderr)
 	}
-	if *force {
-		if err := st.DeleteToken(ctx, *name); err != nil && !errors.Is(err, store.ErrNotFound) {
+	return tokenCreate(ctx, st, *dataDir, *name, *scope, *force, stdout, stderr)
+}
+
+// tokenRevoke deletes the token called name.
+func tokenRevoke(ctx context.Context, st *store.Store, name string, stderr io.Writer) int {
+	if err := st.DeleteToken(ctx, name); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			fmt.Fprintf(stderr, "token revoke: no token named %q\n", name)
+		} else {
+			fmt.Fprintf(stderr, "token revoke: %v\n", err)
+		}
+		return 1
+	}
+	fmt.Fprintf(stderr, "revoked token %q\n", name)
+	return 0
+}
+
+// tokenCreate creates a token called name (replacing one of that name when
+// force is set) and prints its secret.
+func tokenCreate(ctx context.Context, st *store.Store, dataDir, name, scope string, force bool, stdout, stderr io.Writer) int {
+	if force {
+		if err := st.DeleteToken(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			fmt.Fprintf(stderr, "token create: %v\n", err)
 			return 1
 		}
 	}
-	key, err := loadTokenKey(os.Getenv("FACTORY_TOKEN_KEY"), tokenKeyPath(*dataDir))
+	key, err := loadTokenKey(os.Getenv("FACTORY_TOKEN_KEY"), tokenKeyPath(dataDir))
 	if err != nil {
 		fmt.Fprintf(stderr, "token create: %v\n", err)
 		return 1
 	}
 	secret := api.NewTokenSecret()
-	if _, err := st.CreateToken(ctx, *name, *scope, key.Hash(secret)); err != nil {
+	if _, err := st.CreateToken(ctx, name, scope, key.Hash(secret)); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			fmt.Fprintf(stderr, "token create: a token named %q exists already (--force replaces it)\n", *name)
+			fmt.Fprintf(stderr, "token create: a token named %q exists already (--force replaces it)\n", name)
 		} else {
 			fmt.Fprintf(stderr, "token create: %v\n", err)
 		}
 		return 1
 	}
 	fmt.Fprintln(stdout, secret)
-	fmt.Fprintf(stderr, "created token %q with scope %s; it is shown only once\n", *name, *scope)
+	fmt.Fprintf(stderr, "created token %q with scope %s; it is shown only once\n", name, scope)
 	return 0
 }
 

@@ -40,26 +40,33 @@ func (a *App) scheduleCommand() *cobra.Command {
   factoryctl schedule get nightly
   factoryctl schedule delete nightly`,
 	}
-	printSchedule := func(raw []byte) error {
-		return a.printRaw(raw, func() error {
-			var s struct {
-				Cron       string         `json:"cron"`
-				Timezone   string         `json:"timezone"`
-				Enabled    bool           `json:"enabled"`
-				Generation int            `json:"schedule_generation"`
-				Inputs     map[string]any `json:"inputs"`
-			}
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return err
-			}
-			in, _ := json.Marshal(s.Inputs)
-			t := newTable(a.Stdout, "CRON", "TIMEZONE", "ENABLED", "GENERATION", "INPUTS")
-			t.row(s.Cron, s.Timezone, fmt.Sprint(s.Enabled), fmt.Sprint(s.Generation), string(in))
-			t.flush()
-			return nil
-		})
-	}
-	get := &cobra.Command{
+	cmd.AddCommand(a.scheduleGetCommand(), a.scheduleSetCommand(), a.scheduleDeleteCommand())
+	return cmd
+}
+
+// printSchedule prints a line's schedule.
+func (a *App) printSchedule(raw []byte) error {
+	return a.printRaw(raw, func() error {
+		var s struct {
+			Cron       string         `json:"cron"`
+			Timezone   string         `json:"timezone"`
+			Enabled    bool           `json:"enabled"`
+			Generation int            `json:"schedule_generation"`
+			Inputs     map[string]any `json:"inputs"`
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return err
+		}
+		in, _ := json.Marshal(s.Inputs)
+		t := newTable(a.Stdout, "CRON", "TIMEZONE", "ENABLED", "GENERATION", "INPUTS")
+		t.row(s.Cron, s.Timezone, fmt.Sprint(s.Enabled), fmt.Sprint(s.Generation), string(in))
+		t.flush()
+		return nil
+	})
+}
+
+func (a *App) scheduleGetCommand() *cobra.Command {
+	return &cobra.Command{
 		Use: "get LINE", Short: "Show a line's schedule", Args: cobra.ExactArgs(1), ValidArgsFunction: a.lineNameArg,
 		Example: "  factoryctl schedule get nightly",
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -71,9 +78,12 @@ func (a *App) scheduleCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printSchedule(raw)
+			return a.printSchedule(raw)
 		},
 	}
+}
+
+func (a *App) scheduleSetCommand() *cobra.Command {
 	var cronExpr, tz string
 	var disabled bool
 	var inputs []string
@@ -104,14 +114,18 @@ func (a *App) scheduleCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printSchedule(raw)
+			return a.printSchedule(raw)
 		},
 	}
 	set.Flags().StringVar(&cronExpr, "cron", "", "5-field cron expression (required)")
 	set.Flags().StringVar(&tz, "timezone", "", "IANA time zone (default UTC)")
 	set.Flags().BoolVar(&disabled, "disabled", false, "store the schedule paused")
 	set.Flags().StringArrayVarP(&inputs, "input", "i", nil, "a run param of each firing: key=value (repeatable)")
-	del := &cobra.Command{
+	return set
+}
+
+func (a *App) scheduleDeleteCommand() *cobra.Command {
+	return &cobra.Command{
 		Use: "delete LINE", Short: "Delete a line's schedule", Args: cobra.ExactArgs(1), ValidArgsFunction: a.lineNameArg,
 		Example: "  factoryctl schedule delete nightly",
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -126,8 +140,6 @@ func (a *App) scheduleCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(get, set, del)
-	return cmd
 }
 
 // ---------------------------------------------------------------- tokens
@@ -140,6 +152,11 @@ func (a *App) tokenCommand() *cobra.Command {
   factoryctl token list
   factoryctl token revoke ci`,
 	}
+	cmd.AddCommand(a.tokenCreateCommand(), a.tokenListCommand(), a.tokenRevokeCommand())
+	return cmd
+}
+
+func (a *App) tokenCreateCommand() *cobra.Command {
 	var name, scope string
 	create := &cobra.Command{
 		Use: "create --name NAME [--scope read|write|admin]", Short: "Create a token; its secret is printed once", Args: cobra.NoArgs,
@@ -173,6 +190,10 @@ func (a *App) tokenCommand() *cobra.Command {
 	create.Flags().StringVar(&name, "name", "", "token name (required, unique)")
 	create.Flags().StringVar(&scope, "scope", "write", "read, write or admin")
 	_ = create.RegisterFlagCompletionFunc("scope", cobra.FixedCompletions([]string{"read", "write", "admin"}, cobra.ShellCompDirectiveNoFileComp))
+	return create
+}
+
+func (a *App) tokenListCommand() *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List tokens (never their secrets)", Args: cobra.NoArgs, Example: "  factoryctl token list",
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -207,6 +228,10 @@ func (a *App) tokenCommand() *cobra.Command {
 			})
 		},
 	}
+	return list
+}
+
+func (a *App) tokenRevokeCommand() *cobra.Command {
 	revoke := &cobra.Command{
 		Use: "revoke NAME", Short: "Delete a token: its secret stops working at once", Args: cobra.ExactArgs(1),
 		Example: "  factoryctl token revoke ci",
@@ -222,8 +247,7 @@ func (a *App) tokenCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(create, list, revoke)
-	return cmd
+	return revoke
 }
 
 // ---------------------------------------------------------------- knowledge
@@ -235,6 +259,11 @@ func (a *App) knowledgeCommand() *cobra.Command {
 		Example: `  factoryctl knowledge push knowledge/style-guide.md
   factoryctl knowledge get style-guide`,
 	}
+	cmd.AddCommand(a.knowledgePushCommand(), a.knowledgeGetCommand())
+	return cmd
+}
+
+func (a *App) knowledgePushCommand() *cobra.Command {
 	var ktype, klevel, format, slug string
 	push := &cobra.Command{
 		Use:   "push FILE...",
@@ -286,6 +315,10 @@ one (unchanged when identical to the latest).`,
 	push.Flags().StringVar(&klevel, "level", "declarative", "the level, one of the types")
 	push.Flags().StringVar(&format, "format", "markdown", "the body's format")
 	push.Flags().StringVar(&slug, "slug", "", "the identifier (default: the file name without extension)")
+	return push
+}
+
+func (a *App) knowledgeGetCommand() *cobra.Command {
 	var version int
 	get := &cobra.Command{
 		Use: "get SLUG", Short: "Print a knowledge item's latest (or --version) body", Args: cobra.ExactArgs(1),
@@ -326,8 +359,7 @@ one (unchanged when identical to the latest).`,
 		},
 	}
 	get.Flags().IntVar(&version, "version", 0, "a version number (default: the latest)")
-	cmd.AddCommand(push, get)
-	return cmd
+	return get
 }
 
 // ---------------------------------------------------------------- line graph

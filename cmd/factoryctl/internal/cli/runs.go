@@ -207,73 +207,11 @@ a job, --line only those of a line; --status and --since (RFC 3339, or a duratio
 			if limit < 1 || limit > 200 || offset < 0 || limit+offset > 200 {
 				return &exitError{code: ExitFailed, msg: "--limit must be 1..200 and --limit plus --offset at most 200"}
 			}
-			q := client.Query("status", status, "since", since, "limit", client.Itoa(limit+offset))
-			type row struct {
-				kind, id, name, status, duration, cost string
-				created                                time.Time
-				raw                                    json.RawMessage
+			rows, err := a.fetchRuns(ctx, c, status, line, job, since, limit+offset)
+			if err != nil {
+				return err
 			}
-			var rows []row
-			if line == "" {
-				q2 := client.Query("status", status, "since", since, "limit", client.Itoa(limit+offset), "job", job)
-				var raws []json.RawMessage
-				// No job run waits: --status waiting lists line runs only.
-				if status != string(run.Waiting) {
-					if err := c.Get(ctx, "/job-runs", q2, &raws); err != nil {
-						return err
-					}
-				}
-				for _, raw := range raws {
-					var r jobRun
-					_ = json.Unmarshal(raw, &r)
-					rows = append(rows, row{"job", r.ID, r.JobName, r.Status, span(r.StartedAt, r.CompletedAt), cents(r.TotalCostCents), r.CreatedAt, raw})
-				}
-			}
-			if job == "" {
-				q.Set("line", line)
-				if line == "" {
-					q.Del("line")
-				}
-				var raws []json.RawMessage
-				// No line run times out (it fails with line_timeout).
-				if status != string(run.TimedOut) {
-					if err := c.Get(ctx, "/factory/line-runs", q, &raws); err != nil {
-						return err
-					}
-				}
-				for _, raw := range raws {
-					var r lineRun
-					_ = json.Unmarshal(raw, &r)
-					rows = append(rows, row{"line", r.ID, r.LineName, r.Status, span(r.StartedAt, r.CompletedAt), cents(r.TotalCostCents), r.CreatedAt, raw})
-				}
-			}
-			sort.SliceStable(rows, func(i, j int) bool {
-				if !rows[i].created.Equal(rows[j].created) {
-					return rows[i].created.After(rows[j].created)
-				}
-				return rows[i].id > rows[j].id
-			})
-			if offset < len(rows) {
-				rows = rows[offset:]
-			} else {
-				rows = nil
-			}
-			if len(rows) > limit {
-				rows = rows[:limit]
-			}
-			if a.jsonOutput() {
-				out := make([]json.RawMessage, len(rows))
-				for i, r := range rows {
-					out[i] = r.raw
-				}
-				return printJSON(a.Stdout, out)
-			}
-			t := newTable(a.Stdout, "KIND", "ID", "NAME", "STATUS", "CREATED", "DURATION", "COST")
-			for _, r := range rows {
-				t.row(r.kind, r.id, r.name, r.status, ago(r.created), r.duration, r.cost)
-			}
-			t.flush()
-			return nil
+			return a.printRuns(rows, limit, offset)
 		},
 	}
 	f := cmd.Flags()
@@ -286,6 +224,85 @@ a job, --line only those of a line; --status and --since (RFC 3339, or a duratio
 	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(statusNames(), cobra.ShellCompDirectiveNoFileComp))
 	cmd.AddCommand(a.listDefinitions("jobs"), a.listDefinitions("lines"))
 	return cmd
+}
+
+// runRow is one run in a listing.
+type runRow struct {
+	kind, id, name, status, duration, cost string
+	created                                time.Time
+	raw                                    json.RawMessage
+}
+
+// fetchRuns fetches the newest n job runs and line runs that pass the
+// filters (a job's, or a line's, or both kinds).
+func (a *App) fetchRuns(ctx context.Context, c *client.Client, status, line, job, since string, n int) ([]runRow, error) {
+	q := client.Query("status", status, "since", since, "limit", client.Itoa(n))
+	var rows []runRow
+	if line == "" {
+		q2 := client.Query("status", status, "since", since, "limit", client.Itoa(n), "job", job)
+		var raws []json.RawMessage
+		// No job run waits: --status waiting lists line runs only.
+		if status != string(run.Waiting) {
+			if err := c.Get(ctx, "/job-runs", q2, &raws); err != nil {
+				return nil, err
+			}
+		}
+		for _, raw := range raws {
+			var r jobRun
+			_ = json.Unmarshal(raw, &r)
+			rows = append(rows, runRow{"job", r.ID, r.JobName, r.Status, span(r.StartedAt, r.CompletedAt), cents(r.TotalCostCents), r.CreatedAt, raw})
+		}
+	}
+	if job == "" {
+		q.Set("line", line)
+		if line == "" {
+			q.Del("line")
+		}
+		var raws []json.RawMessage
+		// No line run times out (it fails with line_timeout).
+		if status != string(run.TimedOut) {
+			if err := c.Get(ctx, "/factory/line-runs", q, &raws); err != nil {
+				return nil, err
+			}
+		}
+		for _, raw := range raws {
+			var r lineRun
+			_ = json.Unmarshal(raw, &r)
+			rows = append(rows, runRow{"line", r.ID, r.LineName, r.Status, span(r.StartedAt, r.CompletedAt), cents(r.TotalCostCents), r.CreatedAt, raw})
+		}
+	}
+	return rows, nil
+}
+
+// printRuns prints a page of runs, newest first.
+func (a *App) printRuns(rows []runRow, limit, offset int) error {
+	sort.SliceStable(rows, func(i, j int) bool {
+		if !rows[i].created.Equal(rows[j].created) {
+			return rows[i].created.After(rows[j].created)
+		}
+		return rows[i].id > rows[j].id
+	})
+	if offset < len(rows) {
+		rows = rows[offset:]
+	} else {
+		rows = nil
+	}
+	if len(rows) > limit {
+		rows = rows[:limit]
+	}
+	if a.jsonOutput() {
+		out := make([]json.RawMessage, len(rows))
+		for i, r := range rows {
+			out[i] = r.raw
+		}
+		return printJSON(a.Stdout, out)
+	}
+	t := newTable(a.Stdout, "KIND", "ID", "NAME", "STATUS", "CREATED", "DURATION", "COST")
+	for _, r := range rows {
+		t.row(r.kind, r.id, r.name, r.status, ago(r.created), r.duration, r.cost)
+	}
+	t.flush()
+	return nil
 }
 
 func (a *App) listDefinitions(what string) *cobra.Command {
@@ -524,40 +541,12 @@ the stage the run is at.`,
 				return err
 			}
 			if len(args) == 1 {
-				if a.jsonOutput() {
-					return printJSON(a.Stdout, agentic)
-				}
-				if len(agentic) == 0 {
-					fmt.Fprintf(a.Stdout, "line run %s (%s) has no agentic transition from its current stage\n", id, r.Status)
-					return nil
-				}
-				if r.Status != string(run.Waiting) {
-					fmt.Fprintf(a.Stdout, "line run %s is %s, not waiting for a selection; its agentic transitions:\n", id, r.Status)
-				}
-				t := newTable(a.Stdout, "TRANSITION", "OPTION", "TO", "LABEL")
-				for _, tr := range agentic {
-					for _, o := range tr.Options {
-						t.row(tr.ID, o.Name, o.To, o.Label)
-					}
-				}
-				t.flush()
-				fmt.Fprintf(a.Stdout, "answer with: factoryctl select %s OPTION [--transition ID]\n", id)
-				return nil
+				return a.printTransitions(id, r, agentic)
 			}
 			option := args[1]
 			if transition == "" {
-				for _, tr := range agentic {
-					for _, o := range tr.Options {
-						if o.Name == option {
-							if transition != "" && transition != tr.ID {
-								return &exitError{code: ExitFailed, msg: fmt.Sprintf("option %q is in several transitions: pass --transition", option)}
-							}
-							transition = tr.ID
-						}
-					}
-				}
-				if transition == "" {
-					return &exitError{code: ExitFailed, msg: fmt.Sprintf("no waiting transition has option %q: pass --transition, or run factoryctl select %s to list them", option, id)}
+				if transition, err = optionTransition(agentic, option, id); err != nil {
+					return err
 				}
 			}
 			_, raw, err := c.Do(ctx, client.Request{Method: http.MethodPost, Path: "/factory/line-runs/" + id + "/control",
@@ -574,6 +563,50 @@ the stage the run is at.`,
 	}
 	cmd.Flags().StringVar(&transition, "transition", "", "the transition id (default: the waiting transition that has OPTION)")
 	return cmd
+}
+
+// printTransitions prints the options of a line run's agentic
+// transitions, and how to answer.
+func (a *App) printTransitions(id string, r lineRun, agentic []manifests.Transition) error {
+	if a.jsonOutput() {
+		return printJSON(a.Stdout, agentic)
+	}
+	if len(agentic) == 0 {
+		fmt.Fprintf(a.Stdout, "line run %s (%s) has no agentic transition from its current stage\n", id, r.Status)
+		return nil
+	}
+	if r.Status != string(run.Waiting) {
+		fmt.Fprintf(a.Stdout, "line run %s is %s, not waiting for a selection; its agentic transitions:\n", id, r.Status)
+	}
+	t := newTable(a.Stdout, "TRANSITION", "OPTION", "TO", "LABEL")
+	for _, tr := range agentic {
+		for _, o := range tr.Options {
+			t.row(tr.ID, o.Name, o.To, o.Label)
+		}
+	}
+	t.flush()
+	fmt.Fprintf(a.Stdout, "answer with: factoryctl select %s OPTION [--transition ID]\n", id)
+	return nil
+}
+
+// optionTransition finds the one transition of a line run's that has
+// option.
+func optionTransition(agentic []manifests.Transition, option, id string) (string, error) {
+	transition := ""
+	for _, tr := range agentic {
+		for _, o := range tr.Options {
+			if o.Name == option {
+				if transition != "" && transition != tr.ID {
+					return "", &exitError{code: ExitFailed, msg: fmt.Sprintf("option %q is in several transitions: pass --transition", option)}
+				}
+				transition = tr.ID
+			}
+		}
+	}
+	if transition == "" {
+		return "", &exitError{code: ExitFailed, msg: fmt.Sprintf("no waiting transition has option %q: pass --transition, or run factoryctl select %s to list them", option, id)}
+	}
+	return transition, nil
 }
 
 // waitingTransitions returns the agentic transitions leaving the stage a
