@@ -142,12 +142,7 @@ func loadConfig(name string, args []string) (config, error) {
 		"sandbox isolation: bwrap, or none to run steps on the host (FACTORY_SANDBOX_ISOLATION)")
 	scaleFlags := c.Scale.flags(fs)
 	fs.StringVar(&c.ConfigFile, "config", env("FACTORY_CONFIG", ""), "server configuration file: harnesses, inference, router (FACTORY_CONFIG)")
-	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", envDuration("FACTORY_SHUTDOWN_GRACE", 5*time.Minute),
-		"how long a stopping worker lets running steps finish before handing them over (FACTORY_SHUTDOWN_GRACE)")
-	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", envDuration("FACTORY_RECONCILE_INTERVAL", 30*time.Second),
-		"how often workers reconcile unfinished run records with Temporal (FACTORY_RECONCILE_INTERVAL)")
-	fs.DurationVar(&c.ReconcileGrace, "reconcile-grace", envDuration("FACTORY_RECONCILE_GRACE", activities.DefaultReconcileGrace),
-		"age of a queued record before the reconciler counts it as never started (FACTORY_RECONCILE_GRACE)")
+	c.workerFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -193,6 +188,16 @@ func loadConfig(name string, args []string) (config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// workerFlags registers a worker's drain and reconcile durations.
+func (c *config) workerFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", envDuration("FACTORY_SHUTDOWN_GRACE", 5*time.Minute),
+		"how long a stopping worker lets running steps finish before handing them over (FACTORY_SHUTDOWN_GRACE)")
+	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", envDuration("FACTORY_RECONCILE_INTERVAL", 30*time.Second),
+		"how often workers reconcile unfinished run records with Temporal (FACTORY_RECONCILE_INTERVAL)")
+	fs.DurationVar(&c.ReconcileGrace, "reconcile-grace", envDuration("FACTORY_RECONCILE_GRACE", activities.DefaultReconcileGrace),
+		"age of a queued record before the reconciler counts it as never started (FACTORY_RECONCILE_GRACE)")
 }
 
 // parseSettings parses the body limit, log level and format, and the
