@@ -770,24 +770,7 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 		for _, f := range in.Steps {
 			applyFailure(r, f, now)
 		}
-		// Steps that never started are skipped (cancelled by a stop); the
-		// ones running when the run ended were cut off by it.
-		leftover, interrupted := run.Skipped, run.Cancelled
-		switch res.Status {
-		case run.Cancelled:
-			leftover = run.Cancelled
-		case run.TimedOut:
-			interrupted = run.TimedOut
-		}
-		for i := range r.StepTimeline {
-			e := &r.StepTimeline[i]
-			switch e.Status {
-			case run.Pending:
-				e.Status = leftover
-			case run.Running:
-				e.Status, e.CompletedAt = interrupted, &now
-			}
-		}
+		endUnfinishedSteps(r, res.Status, now)
 		// Sandbox time is charged for every step that ran, also those a
 		// stop or a timeout cut off (their activity reports no cost).
 		if c := a.timelineCost(&in.Manifest, r.StepTimeline); c > in.ComputeCostCents {
@@ -799,22 +782,7 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 		}
 		r.ResultPayload = payload
 		if res.Status != run.Succeeded {
-			msg := res.ErrorMessage
-			if r.StopReason != nil && res.Status == run.Cancelled {
-				msg = "stopped: " + *r.StopReason
-			}
-			r.SetOutcome(run.Outcome{Status: res.Status, ErrorCode: res.ErrorCode, ErrorMessage: msg, FailureClass: res.FailureClass})
-			details := map[string]any{}
-			if in.FailedTask != "" {
-				details["task_name"] = in.FailedTask
-			}
-			if in.FailedStep != "" {
-				details["step_name"] = in.FailedStep
-			}
-			if len(details) > 0 {
-				r.ErrorDetails = details
-			}
-			payload["error"] = map[string]any{"code": res.ErrorCode, "message": msg, "failure_class": res.FailureClass}
+			recordRunFailure(r, res.Outcome, in.FailedTask, in.FailedStep, payload)
 		}
 		r.ComputeCostCents = res.CostCents
 		r.InferenceCostCents = a.inferenceCents(&in.Manifest, r.StepTimeline) + GatewayCents(r)
@@ -832,6 +800,50 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 }
 
 var errAlreadyFinished = errors.New("the run is already finished")
+
+// endUnfinishedSteps ends the steps of a run that ended with status at now:
+// steps that never started are skipped (cancelled by a stop); the ones
+// running when the run ended were cut off by it.
+func endUnfinishedSteps(r *store.JobRun, status run.Status, now time.Time) {
+	leftover, interrupted := run.Skipped, run.Cancelled
+	switch status {
+	case run.Cancelled:
+		leftover = run.Cancelled
+	case run.TimedOut:
+		interrupted = run.TimedOut
+	}
+	for i := range r.StepTimeline {
+		e := &r.StepTimeline[i]
+		switch e.Status {
+		case run.Pending:
+			e.Status = leftover
+		case run.Running:
+			e.Status, e.CompletedAt = interrupted, &now
+		}
+	}
+}
+
+// recordRunFailure records how a run that did not succeed ended: its
+// outcome (a stop's reason as its message), the task and step that failed,
+// and the error in its result payload.
+func recordRunFailure(r *store.JobRun, o run.Outcome, failedTask, failedStep string, payload map[string]any) {
+	msg := o.ErrorMessage
+	if r.StopReason != nil && o.Status == run.Cancelled {
+		msg = "stopped: " + *r.StopReason
+	}
+	r.SetOutcome(run.Outcome{Status: o.Status, ErrorCode: o.ErrorCode, ErrorMessage: msg, FailureClass: o.FailureClass})
+	details := map[string]any{}
+	if failedTask != "" {
+		details["task_name"] = failedTask
+	}
+	if failedStep != "" {
+		details["step_name"] = failedStep
+	}
+	if len(details) > 0 {
+		r.ErrorDetails = details
+	}
+	payload["error"] = map[string]any{"code": o.ErrorCode, "message": msg, "failure_class": o.FailureClass}
+}
 
 // firstClaimer is the task and step, in manifest order, that first claims
 // output key ("" when none does).

@@ -111,6 +111,41 @@ type taskOutcome struct {
 // concurrency with fanout), each step an activity, then publishes the
 // reduced outputs. It records everything in the run record as it goes.
 func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) {
+	jr := newJobRun(ctx, in)
+	if err := jr.start(); err != nil {
+		if ctx.Err() != nil { // stopped before it started: the record must not stay queued
+			return jr.finish(activities.FinishRunInput{Outcome: stopNote(ctx).cancelled()})
+		}
+		return jr.finish(activities.FinishRunInput{Outcome: run.Fail(run.CodeInternalError, run.ClassPlatform, "the run could not be started: "+err.Error())})
+	}
+	jr.watchTimeout(ctx)
+	if *jr.m.Run.Fanout {
+		jr.runTasksInParallel(ctx)
+	} else {
+		jr.runTasksInOrder()
+	}
+	return jr.finish(jr.outcome(ctx))
+}
+
+// jobRun is the state of a running JobRunWorkflow.
+type jobRun struct {
+	in     JobRunInput
+	m      manifests.JobManifest // normalized
+	params map[string]any        // the run's params with run_id
+	// bookCtx carries the options of the run-record writes.
+	bookCtx workflow.Context
+	// runCtx is cancelled by run.timeout and, with fail_fast, by a failed task.
+	runCtx    workflow.Context
+	cancelRun workflow.CancelFunc
+	timedOut  bool
+	claims    map[string]map[string][]string
+	outcomes  []taskOutcome
+	anyFailed bool
+	// remote are the sandboxes on workers' own queues.
+	remote []activities.AcquireSandboxResult
+}
+
+func newJobRun(ctx workflow.Context, in JobRunInput) *jobRun {
 	m := in.Manifest
 	// Map iterations below only fill maps, so their order cannot leak.
 	manifests.NormalizeJob(&m) //workflowcheck:ignore
@@ -119,98 +154,116 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	for k, v := range in.Params {
 		params[k] = v
 	}
-	book := bookkeeping(ctx)
-	var remote []activities.AcquireSandboxResult // sandboxes on workers' own queues
-	finish := func(fin activities.FinishRunInput) (JobRunResult, error) {
-		dctx, _ := workflow.NewDisconnectedContext(book)
-		fin.RunID, fin.Manifest = in.RunID, m
-		if t := m.Run.TeardownOnComplete; t != nil && *t {
-			teardownRouted(dctx, remote)
-		}
-		var res JobRunResult
-		var fut workflow.Future
-		if t := m.Run.TeardownOnComplete; t != nil && *t && len(fin.Sandboxes) > 0 {
-			// Deleting sandboxes is not sub-second bookkeeping: a regular
-			// activity, so a slow teardown holds no workflow task.
-			fut = workflow.ExecuteActivity(dctx, a.FinishRun, fin)
-		} else {
-			fut = workflow.ExecuteLocalActivity(dctx, a.FinishRun, fin)
-		}
-		err := fut.Get(dctx, &res)
-		return res, err
-	}
-	if err := workflow.ExecuteLocalActivity(book, a.StartRun, activities.StartRunInput{RunID: in.RunID, Manifest: m}).Get(book, nil); err != nil {
-		if ctx.Err() != nil { // stopped before it started: the record must not stay queued
-			return finish(activities.FinishRunInput{Outcome: stopNote(ctx).cancelled()})
-		}
-		return finish(activities.FinishRunInput{Outcome: run.Fail(run.CodeInternalError, run.ClassPlatform, "the run could not be started: "+err.Error())})
-	}
-
-	runCtx, cancelRun := workflow.WithCancel(ctx)
-	timedOut := false
-	if m.Run.Timeout != "" {
-		if d, err := manifests.ParseDuration(m.Run.Timeout); err == nil {
-			workflow.Go(runCtx, func(gctx workflow.Context) {
-				if workflow.NewTimer(gctx, d).Get(gctx, nil) == nil {
-					timedOut = true
-					cancelRun()
-				}
-			})
-		}
-	}
-
 	claims := manifests.Claims(&m) //workflowcheck:ignore (keys are sorted)
-	outcomes := make([]taskOutcome, len(m.Run.Tasks))
-	failFast := *m.Run.FailFast
-	anyFailed := false
-	visit := func(tctx workflow.Context, i int) {
-		outcomes[i] = runTask(tctx, in, &m, i, params, claims[m.Run.Tasks[i].Name])
-		if outcomes[i].failed {
-			anyFailed = true
-			if failFast {
-				cancelRun()
-			}
-		}
-	}
-	if *m.Run.Fanout {
-		limit := *m.Run.Concurrency
-		running := 0
-		done := workflow.NewBufferedChannel(ctx, len(m.Run.Tasks))
-		for i := range m.Run.Tasks {
-			if running >= limit {
-				done.Receive(ctx, nil)
-				running--
-			}
-			if runCtx.Err() != nil {
-				break
-			}
-			running++
-			i := i
-			workflow.Go(runCtx, func(gctx workflow.Context) {
-				visit(gctx, i)
-				done.Send(gctx, struct{}{})
-			})
-		}
-		for ; running > 0; running-- {
-			done.Receive(ctx, nil)
-		}
-	} else {
-		for i := range m.Run.Tasks {
-			if runCtx.Err() != nil {
-				break
-			}
-			visit(runCtx, i)
-		}
-	}
+	return &jobRun{in: in, m: m, params: params, bookCtx: bookkeeping(ctx), claims: claims,
+		outcomes: make([]taskOutcome, len(m.Run.Tasks))}
+}
 
+// start marks the run record running.
+func (jr *jobRun) start() error {
+	return workflow.ExecuteLocalActivity(jr.bookCtx, a.StartRun, activities.StartRunInput{RunID: jr.in.RunID, Manifest: jr.m}).Get(jr.bookCtx, nil)
+}
+
+// finish tears down what the run leaves behind and records how it ended.
+func (jr *jobRun) finish(fin activities.FinishRunInput) (JobRunResult, error) {
+	dctx, _ := workflow.NewDisconnectedContext(jr.bookCtx)
+	fin.RunID, fin.Manifest = jr.in.RunID, jr.m
+	teardown := jr.m.Run.TeardownOnComplete != nil && *jr.m.Run.TeardownOnComplete
+	if teardown {
+		teardownRouted(dctx, jr.remote)
+	}
+	var res JobRunResult
+	var fut workflow.Future
+	if teardown && len(fin.Sandboxes) > 0 {
+		// Deleting sandboxes is not sub-second bookkeeping: a regular
+		// activity, so a slow teardown holds no workflow task.
+		fut = workflow.ExecuteActivity(dctx, a.FinishRun, fin)
+	} else {
+		fut = workflow.ExecuteLocalActivity(dctx, a.FinishRun, fin)
+	}
+	err := fut.Get(dctx, &res)
+	return res, err
+}
+
+// watchTimeout makes the run's context, cancelled when run.timeout passes.
+func (jr *jobRun) watchTimeout(ctx workflow.Context) {
+	jr.runCtx, jr.cancelRun = workflow.WithCancel(ctx)
+	if jr.m.Run.Timeout == "" {
+		return
+	}
+	if d, err := manifests.ParseDuration(jr.m.Run.Timeout); err == nil {
+		workflow.Go(jr.runCtx, func(gctx workflow.Context) {
+			if workflow.NewTimer(gctx, d).Get(gctx, nil) == nil {
+				jr.timedOut = true
+				jr.cancelRun()
+			}
+		})
+	}
+}
+
+// runTask runs task i and records its outcome; with fail_fast a failed task
+// cancels the others.
+func (jr *jobRun) runTask(tctx workflow.Context, i int) {
+	jr.outcomes[i] = runTask(tctx, jr.in, &jr.m, i, jr.params, jr.claims[jr.m.Run.Tasks[i].Name])
+	if jr.outcomes[i].failed {
+		jr.anyFailed = true
+		if *jr.m.Run.FailFast {
+			jr.cancelRun()
+		}
+	}
+}
+
+// runTasksInOrder runs the tasks one after the other until the run is
+// cancelled.
+func (jr *jobRun) runTasksInOrder() {
+	for i := range jr.m.Run.Tasks {
+		if jr.runCtx.Err() != nil {
+			break
+		}
+		jr.runTask(jr.runCtx, i)
+	}
+}
+
+// runTasksInParallel runs the tasks up to run.concurrency at a time
+// (fanout) until the run is cancelled, and waits for those started.
+func (jr *jobRun) runTasksInParallel(ctx workflow.Context) {
+	limit := *jr.m.Run.Concurrency
+	running := 0
+	done := workflow.NewBufferedChannel(ctx, len(jr.m.Run.Tasks))
+	for i := range jr.m.Run.Tasks {
+		if running >= limit {
+			done.Receive(ctx, nil)
+			running--
+		}
+		if jr.runCtx.Err() != nil {
+			break
+		}
+		running++
+		i := i
+		workflow.Go(jr.runCtx, func(gctx workflow.Context) {
+			jr.runTask(gctx, i)
+			done.Send(gctx, struct{}{})
+		})
+	}
+	for ; running > 0; running-- {
+		done.Receive(ctx, nil)
+	}
+}
+
+// outcome gathers the tasks' outcomes into how the run ends: stopped,
+// timed out, failed by its first failed task, or succeeded; with the
+// outputs written, the compute cost, the failed steps and the sandboxes
+// to tear down.
+func (jr *jobRun) outcome(ctx workflow.Context) activities.FinishRunInput {
+	m := &jr.m
 	fin := activities.FinishRunInput{Outcome: run.Outcome{Status: run.Succeeded}}
-	for i, o := range outcomes {
+	for i, o := range jr.outcomes {
 		fin.Writes = append(fin.Writes, o.writes...)
 		fin.ComputeCostCents += o.cost
 		if o.lost {
 			// its worker is gone, and the sandbox with it: nothing to tear down
 		} else if o.sandbox.Name != "" && o.sandbox.Created && o.sandbox.Queue != "" {
-			remote = append(remote, o.sandbox) // torn down on its worker
+			jr.remote = append(jr.remote, o.sandbox) // torn down on its worker
 		} else if o.sandbox.Name != "" && o.sandbox.Created {
 			fin.Sandboxes = append(fin.Sandboxes, o.sandbox.Name)
 		} else if o.generated != "" {
@@ -219,7 +272,7 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 		if o.failed {
 			fin.Steps = append(fin.Steps, o.failure)
 		}
-		if o.interrupted != "" && timedOut {
+		if o.interrupted != "" && jr.timedOut {
 			fin.Steps = append(fin.Steps, activities.RunStepResult{Task: m.Run.Tasks[i].Name, Step: o.interrupted,
 				Outcome: timeoutOutcome(fmt.Sprintf("interrupted by run.timeout %s", m.Run.Timeout))})
 		}
@@ -227,10 +280,10 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 	switch {
 	case ctx.Err() != nil: // the run was stopped
 		fin.Outcome = stopNote(ctx).cancelled()
-	case timedOut:
+	case jr.timedOut:
 		fin.Outcome = timeoutOutcome(fmt.Sprintf("the run exceeded run.timeout %s", m.Run.Timeout))
-	case anyFailed:
-		for _, o := range outcomes {
+	case jr.anyFailed:
+		for _, o := range jr.outcomes {
 			if o.failed {
 				f := o.failure
 				fin.Outcome = run.Fail(f.ErrorCode, f.FailureClass, f.ErrorMessage)
@@ -239,7 +292,7 @@ func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) 
 			}
 		}
 	}
-	return finish(fin)
+	return fin
 }
 
 // runTask acquires the task's sandbox and runs its steps in order; the first
@@ -251,6 +304,24 @@ func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti 
 	if sbCfg == nil {
 		sbCfg = m.Run.Sandbox
 	}
+	if !acquireTaskSandbox(ctx, in, m, ti, sbCfg, params, &out) {
+		return out
+	}
+	for si := range task.Steps {
+		if ctx.Err() != nil {
+			return out
+		}
+		if !runTaskStep(ctx, in, m, ti, si, sbCfg, params, claims, &out) {
+			return out
+		}
+	}
+	return out
+}
+
+// acquireTaskSandbox acquires task ti's sandbox into out; false when the
+// task cannot go on (out says why, or the run was stopped).
+func acquireTaskSandbox(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti int, sbCfg *manifests.SandboxConfig, params map[string]any, out *taskOutcome) bool {
+	task := m.Run.Tasks[ti]
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute,
 		// AcquireSandbox heartbeats while sources clone and setup scripts
@@ -271,81 +342,91 @@ func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti 
 		if gone, err = acquireRouted(actx, sbCfg, acq, out.generated, &out.sandbox); gone != nil {
 			out.failed = true
 			out.failure = activities.WorkerGone(task.Name, manifests.StepName(task, 0), gone.Name, gone.WorkerID, gone.SeenAt)
-			return out
+			return false
 		}
 	} else {
 		err = workflow.ExecuteActivity(actx, a.AcquireSandbox, acq).Get(actx, &out.sandbox)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return out
+			return false
 		}
 		out.failed = true
 		out.failure = activities.AcquireFailure(task.Name, err)
 		if len(task.Steps) > 0 { // the failure is shown on the task's first step
 			out.failure.Step = manifests.StepName(task, 0)
 		}
-		return out
+		return false
 	}
-	for si, step := range task.Steps {
+	return true
+}
+
+// stepContext gives ctx the activity options of a step with the given
+// timeout.
+func stepContext(ctx workflow.Context, timeout time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: timeout + time.Minute,
+		// Cancellation reaches a step only through heartbeats, which the
+		// SDK sends at most every 0.8 × HeartbeatTimeout: keep it short so
+		// a stop ends the step within seconds.
+		HeartbeatTimeout:    3 * time.Second,
+		WaitForCancellation: true,
+		// Attempts are not counted: a worker restart (a rolling deploy)
+		// re-runs the step without using one up. Infrastructure retries
+		// are bounded in time by the step's own timeout instead.
+		ScheduleToCloseTimeout: stepRetryWindow(timeout),
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
+			NonRetryableErrorTypes: activities.PermanentErrorTypes},
+	})
+}
+
+// runTaskStep runs step si of task ti in the task's sandbox and records it
+// in out; false when the task cannot go on (the step failed or was
+// interrupted).
+func runTaskStep(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti, si int, sbCfg *manifests.SandboxConfig, params map[string]any, claims map[string][]string, out *taskOutcome) bool {
+	task := m.Run.Tasks[ti]
+	step := task.Steps[si]
+	name := manifests.StepName(task, si)
+	timeout := defaultStepTimeout
+	if step.Timeout != nil {
+		timeout = time.Duration(*step.Timeout) * time.Second
+	}
+	sctx := stepContext(ctx, timeout)
+	workdir := step.Workdir
+	if workdir == "" {
+		workdir = m.Run.Workdir
+	}
+	if workdir == "" && sbCfg != nil {
+		workdir = sbCfg.Workdir
+	}
+	req := activities.RunStepInput{
+		RunID: in.RunID, Task: task.Name, TaskIndex: ti, Step: name, StepIndex: si, Action: step,
+		Sandbox: out.sandbox.Name, Workdir: workdir, Params: params, Claimed: claims[name],
+		OutputSpecs: m.Outputs, TimeoutSeconds: int(timeout / time.Second),
+		Vcpus: out.sandbox.Vcpus, MemoryMB: out.sandbox.MemoryMB,
+	}
+	var res activities.RunStepResult
+	err := routed(sctx, out.sandbox.Queue, out.sandbox.WorkerID, a.RunStep, req, &res)
+	if wg := (*errWorkerGone)(nil); errors.As(err, &wg) {
+		res, err = activities.WorkerGone(task.Name, name, out.sandbox.Name, wg.loc.WorkerID, wg.loc.SeenAt), nil
+		out.lost = true
+	}
+	if err != nil {
 		if ctx.Err() != nil {
-			return out
+			out.interrupted = name
+			return false
 		}
-		name := manifests.StepName(task, si)
-		timeout := defaultStepTimeout
-		if step.Timeout != nil {
-			timeout = time.Duration(*step.Timeout) * time.Second
-		}
-		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: timeout + time.Minute,
-			// Cancellation reaches a step only through heartbeats, which the
-			// SDK sends at most every 0.8 × HeartbeatTimeout: keep it short so
-			// a stop ends the step within seconds.
-			HeartbeatTimeout:    3 * time.Second,
-			WaitForCancellation: true,
-			// Attempts are not counted: a worker restart (a rolling deploy)
-			// re-runs the step without using one up. Infrastructure retries
-			// are bounded in time by the step's own timeout instead.
-			ScheduleToCloseTimeout: stepRetryWindow(timeout),
-			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
-				NonRetryableErrorTypes: activities.PermanentErrorTypes},
-		})
-		workdir := step.Workdir
-		if workdir == "" {
-			workdir = m.Run.Workdir
-		}
-		if workdir == "" && sbCfg != nil {
-			workdir = sbCfg.Workdir
-		}
-		req := activities.RunStepInput{
-			RunID: in.RunID, Task: task.Name, TaskIndex: ti, Step: name, StepIndex: si, Action: step,
-			Sandbox: out.sandbox.Name, Workdir: workdir, Params: params, Claimed: claims[name],
-			OutputSpecs: m.Outputs, TimeoutSeconds: int(timeout / time.Second),
-			Vcpus: out.sandbox.Vcpus, MemoryMB: out.sandbox.MemoryMB,
-		}
-		var res activities.RunStepResult
-		err := routed(sctx, out.sandbox.Queue, out.sandbox.WorkerID, a.RunStep, req, &res)
-		if wg := (*errWorkerGone)(nil); errors.As(err, &wg) {
-			res, err = activities.WorkerGone(task.Name, name, out.sandbox.Name, wg.loc.WorkerID, wg.loc.SeenAt), nil
-			out.lost = true
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				out.interrupted = name
-				return out
-			}
-			// failed, or timed_out when its StartToClose fired
-			res = activities.StepFailureFromError(task.Name, name, err)
-		}
-		out.cost += res.ComputeCostCents
-		if res.Status != run.Succeeded {
-			out.failed = true
-			out.failure = res
-			return out
-		}
-		if len(res.Outputs) > 0 || len(req.Claimed) > 0 {
-			out.writes = append(out.writes, manifests.OutputWrite{Task: task.Name, TaskIndex: ti, Step: name, StepIndex: si, Succeeded: true, Values: res.Outputs})
-		}
+		// failed, or timed_out when its StartToClose fired
+		res = activities.StepFailureFromError(task.Name, name, err)
 	}
-	return out
+	out.cost += res.ComputeCostCents
+	if res.Status != run.Succeeded {
+		out.failed = true
+		out.failure = res
+		return false
+	}
+	if len(res.Outputs) > 0 || len(req.Claimed) > 0 {
+		out.writes = append(out.writes, manifests.OutputWrite{Task: task.Name, TaskIndex: ti, Step: name, StepIndex: si, Succeeded: true, Values: res.Outputs})
+	}
+	return true
 }
