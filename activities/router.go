@@ -251,30 +251,11 @@ func (a *Activities) RouteAgentic(ctx context.Context, in RouteInput) (RouteResu
 	if err != nil {
 		return RouteResult{}, err
 	}
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = DefaultRouterTimeout
-	}
-	client := openai.NewClient(option.WithBaseURL(inf.BaseURL), option.WithAPIKey(inf.APIKey),
-		option.WithMaxRetries(routerRetries), option.WithRequestTimeout(timeout))
 	names := make([]string, len(in.Options))
 	for i, o := range in.Options {
 		names[i] = o.Name
 	}
-	schema := map[string]any{
-		"type": "object", "additionalProperties": false, "required": []string{"option", "reason"},
-		"properties": map[string]any{
-			"option": map[string]any{"type": "string", "enum": names, "description": "the name of the chosen option"},
-			"reason": map[string]any{"type": "string", "description": "why this option, in a sentence or two"},
-		},
-	}
-	resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-		Model:    r.Model,
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system), openai.UserMessage(user)},
-		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
-			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "route", Strict: openai.Bool(true), Schema: schema},
-		}},
-	})
+	resp, err := askRouterModel(ctx, inf, system, user, names)
 	call := store.RouterCall{TransitionID: in.TransitionID, Iteration: in.Iteration, Model: r.Model, At: a.now()}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -405,6 +386,33 @@ func (a *Activities) bindingText(ctx context.Context, use string, b *manifests.B
 		return "", newNonRetryable(fmt.Sprintf("%s: knowledge %q was not resolved at run start", use, b.Slug), ErrKnowledgeMissing)
 	}
 	return "", nil
+}
+
+// askRouterModel asks the router's model to choose one of the options
+// names, with the instructions as the system message and the run's context
+// as the user message; the answer is JSON {"option", "reason"}.
+func askRouterModel(ctx context.Context, inf *Inference, system, user string, names []string) (*openai.ChatCompletion, error) {
+	r := inf.Router
+	timeout := r.Timeout
+	if timeout <= 0 {
+		timeout = DefaultRouterTimeout
+	}
+	client := openai.NewClient(option.WithBaseURL(inf.BaseURL), option.WithAPIKey(inf.APIKey),
+		option.WithMaxRetries(routerRetries), option.WithRequestTimeout(timeout))
+	schema := map[string]any{
+		"type": "object", "additionalProperties": false, "required": []string{"option", "reason"},
+		"properties": map[string]any{
+			"option": map[string]any{"type": "string", "enum": names, "description": "the name of the chosen option"},
+			"reason": map[string]any{"type": "string", "description": "why this option, in a sentence or two"},
+		},
+	}
+	return client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    r.Model,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system), openai.UserMessage(user)},
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "route", Strict: openai.Bool(true), Schema: schema},
+		}},
+	})
 }
 
 // routeContext is the user message: a JSON document of the stage just

@@ -147,19 +147,10 @@ func resolveInstructions(ctx workflow.Context, in LineRunInput, summary *store.L
 	return nil, err
 }
 
-// decideAgentic picks the option of agentic transition t after the visit:
-// the router decides when one is configured and reachable, else the run
-// waits for a person's select (until the wait times out, the line times
-// out or the run is stopped). It returns the hop to take or the failure.
-func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, st *LineState, t manifests.Transition,
-	visit activities.StageVisit, summary *store.LineRun) (*hop, *run.Failure, error) {
-	// A Temporal run holds several turns: each decision starts afresh.
-	w.waiting, w.choice, w.resumed, w.over = nil, nil, nil, false
-	defer func() { w.over = true }()
-	options := make([]store.WaitingOption, len(t.Options))
-	for i, o := range t.Options {
-		options[i] = store.WaitingOption{Name: o.Name, To: o.To, Label: optString(o.Label)}
-	}
+// routeRequest is what the router is asked about transition t after a
+// visit: the visited stage, the earlier stages' latest results and the
+// options.
+func routeRequest(in LineRunInput, st *LineState, t manifests.Transition, visit activities.StageVisit, options []store.WaitingOption) activities.RouteInput {
 	iteration := st.Transitions[t.ID] + 1
 	req := activities.RouteInput{RunID: in.RunID, LineName: in.LineName, TransitionID: t.ID, Label: t.Label, Iteration: iteration,
 		Instructions: t.Instructions, Trigger: in.Trigger, Options: options,
@@ -178,6 +169,11 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 			req.Earlier = append(req.Earlier, activities.RouteStage{Stage: id, Status: r.Status, Iteration: r.Iteration, Outputs: r.Outputs, JobRunID: r.JobRunID})
 		}
 	}
+	return req
+}
+
+// askRouter runs the RouteAgentic activity, within the line's deadline.
+func askRouter(ctx workflow.Context, st *LineState, req activities.RouteInput) (activities.RouteResult, error) {
 	startToClose := routeActivityStartToClose
 	if st.Deadline != nil {
 		startToClose = max(min(startToClose, st.Deadline.Sub(workflow.Now(ctx))), minimumActivityStartToClose)
@@ -186,6 +182,23 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: routeActivityMaxAttempts, NonRetryableErrorTypes: []string{activities.ErrKnowledgeMissing}}})
 	var res activities.RouteResult
 	err := workflow.ExecuteActivity(actx, a.RouteAgentic, req).Get(actx, &res)
+	return res, err
+}
+
+// decideAgentic picks the option of agentic transition t after the visit:
+// the router decides when one is configured and reachable, else the run
+// waits for a person's select (until the wait times out, the line times
+// out or the run is stopped). It returns the hop to take or the failure.
+func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, st *LineState, t manifests.Transition,
+	visit activities.StageVisit, summary *store.LineRun) (*hop, *run.Failure, error) {
+	// A Temporal run holds several turns: each decision starts afresh.
+	w.waiting, w.choice, w.resumed, w.over = nil, nil, nil, false
+	defer func() { w.over = true }()
+	options := make([]store.WaitingOption, len(t.Options))
+	for i, o := range t.Options {
+		options[i] = store.WaitingOption{Name: o.Name, To: o.To, Label: optString(o.Label)}
+	}
+	res, err := askRouter(ctx, st, routeRequest(in, st, t, visit, options))
 	if ctx.Err() != nil {
 		return nil, failure(run.UserCancelled, "the line run was stopped"), nil
 	}
@@ -207,8 +220,14 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 		now := workflow.Now(ctx)
 		return w.take(in, st, t, res.Option, store.AgenticDecision{Reason: optString(res.Reason), DecidedBy: optString(decidedByRouter), DecidedAt: &now})
 	}
+	return w.personDecides(ctx, book, in, st, t, visit, options, res, summary)
+}
 
-	// A person decides.
+// personDecides waits for a person to select an option of transition t
+// (the router did not decide), until the wait or the line times out.
+func (w *agentWait) personDecides(ctx, book workflow.Context, in LineRunInput, st *LineState, t manifests.Transition,
+	visit activities.StageVisit, options []store.WaitingOption, res activities.RouteResult, summary *store.LineRun) (*hop, *run.Failure, error) {
+	m := in.Manifest
 	now := workflow.Now(ctx)
 	wait := store.Waiting{TransitionID: t.ID, From: visit.Stage, Options: options, Since: now, ExpiresAt: now.Add(res.WaitTimeout),
 		RouterError: optString(res.RouterError)}

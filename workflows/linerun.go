@@ -146,172 +146,263 @@ var errNextTurn = errors.New("next manager turn")
 // records it and routes. It returns errNextTurn with st set for the next
 // turn, or how the run ended. state is what the state query answers.
 func managerTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *LineRunState, wait *agentWait) (LineRunResult, error) {
-	m := in.Manifest
-	book := bookkeeping(ctx)
-	// Bookkeeping that must happen even while the run is being stopped.
-	dbook, _ := workflow.NewDisconnectedContext(book)
+	t := newLineTurn(ctx, in, st, state, wait)
 	st.Turn++
-	end := func(status run.Status, f *run.Failure) (LineRunResult, error) {
-		if ctx.Err() != nil && status != run.Succeeded {
-			status, f = run.Cancelled, failure(run.UserCancelled, "the line run was stopped")
-		}
-		if f != nil && f.StageName == "" && f.Code != run.ManifestNoStages {
-			f.StageName = st.Stage
-		}
-		var final activities.FinishLineRunResult
-		err := workflow.ExecuteLocalActivity(dbook, a.FinishLineRun, activities.FinishLineRunInput{RunID: in.RunID, Status: status, Failure: f}).Get(dbook, &final)
-		if err == nil {
-			*state = state.replace(final.Record) //workflowcheck:ignore (JSON decoding is deterministic)
-			if final.Failure != nil && final.Status == status {
-				f = failureOf(*final.Failure, f)
-			}
-		}
-		return LineRunResult{Status: status, Failure: f}, err
+	if e := t.begin(); e != nil {
+		return e.result()
 	}
-	// fail handles an activity error: under a stop it ends the run
-	// cancelled instead of leaving the record behind.
-	fail := func(err error) (LineRunResult, error) {
-		if ctx.Err() != nil {
-			return end(run.Cancelled, nil)
-		}
-		return LineRunResult{}, err
+	stage, e := t.checkStage()
+	if e != nil {
+		return e.result()
 	}
+	visit, e := t.visitStage(stage)
+	if e != nil {
+		return e.result()
+	}
+	st.Results[stage.ID] = manifests.StageResult{Status: string(visit.Status), Outputs: visit.Outputs, JobRunID: visit.JobRunID, Iteration: visit.Iteration}
+	return t.route(stage, visit).result()
+}
+
+// lineTurn is one manager turn of a line run.
+type lineTurn struct {
+	ctx   workflow.Context
+	in    *LineRunInput
+	st    *LineState
+	state *LineRunState
+	wait  *agentWait
+	// bookCtx carries the options of the run-record writes; lastingCtx
+	// too, for the bookkeeping that must happen even while the run is
+	// being stopped.
+	bookCtx, lastingCtx workflow.Context
+}
+
+func newLineTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *LineRunState, wait *agentWait) *lineTurn {
+	book := bookkeeping(ctx)
+	lasting, _ := workflow.NewDisconnectedContext(book)
+	return &lineTurn{ctx: ctx, in: in, st: st, state: state, wait: wait, bookCtx: book, lastingCtx: lasting}
+}
+
+// turnEnd is how a turn ends: the result and error of managerTurn.
+type turnEnd struct {
+	res LineRunResult
+	err error
+}
+
+func (e *turnEnd) result() (LineRunResult, error) { return e.res, e.err }
+
+// end ends the run with status (cancelled when the run is being stopped)
+// and failure f, and records it.
+func (t *lineTurn) end(status run.Status, f *run.Failure) *turnEnd {
+	if t.ctx.Err() != nil && status != run.Succeeded {
+		status, f = run.Cancelled, failure(run.UserCancelled, "the line run was stopped")
+	}
+	if f != nil && f.StageName == "" && f.Code != run.ManifestNoStages {
+		f.StageName = t.st.Stage
+	}
+	var final activities.FinishLineRunResult
+	err := workflow.ExecuteLocalActivity(t.lastingCtx, a.FinishLineRun, activities.FinishLineRunInput{RunID: t.in.RunID, Status: status, Failure: f}).Get(t.lastingCtx, &final)
+	if err == nil {
+		*t.state = t.state.replace(final.Record) //workflowcheck:ignore (JSON decoding is deterministic)
+		if final.Failure != nil && final.Status == status {
+			f = failureOf(*final.Failure, f)
+		}
+	}
+	return &turnEnd{LineRunResult{Status: status, Failure: f}, err}
+}
+
+// fail handles an activity error: under a stop it ends the run cancelled
+// instead of leaving the record behind.
+func (t *lineTurn) fail(err error) *turnEnd {
+	if t.ctx.Err() != nil {
+		return t.end(run.Cancelled, nil)
+	}
+	return &turnEnd{err: err}
+}
+
+// timedOut ends the run that ran past its limits.timeout.
+func (t *lineTurn) timedOut() *turnEnd {
+	return t.end(run.Failed, failure(run.LineTimeout, fmt.Sprintf("the line ran past its timeout %s", t.in.Manifest.Limits.Timeout)))
+}
+
+// begin records the turn's start; on the first turn it resolves the
+// line's instructions. Nil when the turn goes on.
+func (t *lineTurn) begin() *turnEnd {
+	ctx, st := t.ctx, t.st
 	info := workflow.GetInfo(ctx)
-	turn := activities.RecordTurnInput{RunID: in.RunID, WorkflowRunID: info.WorkflowExecution.RunID, State: "visiting " + st.Stage, StartedAt: workflow.Now(ctx), Turn: st.Turn}
+	turn := activities.RecordTurnInput{RunID: t.in.RunID, WorkflowRunID: info.WorkflowExecution.RunID, State: "visiting " + st.Stage, StartedAt: workflow.Now(ctx), Turn: st.Turn}
 	var begun activities.RecordTurnResult
-	if err := workflow.ExecuteLocalActivity(dbook, a.RecordTurn, turn).Get(dbook, &begun); err != nil {
-		return fail(err)
+	if err := workflow.ExecuteLocalActivity(t.lastingCtx, a.RecordTurn, turn).Get(t.lastingCtx, &begun); err != nil {
+		return t.fail(err)
 	}
-	*state = state.replace(begun.Record) //workflowcheck:ignore (JSON decoding is deterministic)
+	*t.state = t.state.replace(begun.Record) //workflowcheck:ignore (JSON decoding is deterministic)
 	if run.LineRun.Terminal(begun.Status) {
-		return LineRunResult{Status: begun.Status}, nil // already ended (a replayed turn)
+		return &turnEnd{res: LineRunResult{Status: begun.Status}} // already ended (a replayed turn)
 	}
 	if ctx.Err() != nil {
-		return end(run.Cancelled, nil)
+		return t.end(run.Cancelled, nil)
 	}
-	if st.Turn == 1 && needsInstructions(m) {
-		if f, err := resolveInstructions(dbook, *in, wait.summary); err != nil {
-			return fail(err)
+	if st.Turn == 1 && needsInstructions(t.in.Manifest) {
+		if f, err := resolveInstructions(t.lastingCtx, *t.in, t.wait.summary); err != nil {
+			return t.fail(err)
 		} else if f != nil {
-			return end(run.Failed, f)
+			return t.end(run.Failed, f)
 		}
 	}
+	return nil
+}
+
+// checkStage finds the stage to visit and checks the run may visit it
+// (max_iterations, timeout).
+func (t *lineTurn) checkStage() (manifests.LineStage, *turnEnd) {
+	m, st := t.in.Manifest, t.st
 	if len(m.Stages) == 0 {
-		return end(run.Failed, failure(run.ManifestNoStages, "the line has no stages"))
+		return manifests.LineStage{}, t.end(run.Failed, failure(run.ManifestNoStages, "the line has no stages"))
 	}
 	stage, ok := findStage(m, st.Stage)
 	if !ok {
-		return end(run.Failed, failure(run.UnknownStage, fmt.Sprintf("stage %q is not in the line", st.Stage)))
+		return stage, t.end(run.Failed, failure(run.UnknownStage, fmt.Sprintf("stage %q is not in the line", st.Stage)))
 	}
 	if m.Limits != nil && m.Limits.MaxIterations != nil && st.Visits >= *m.Limits.MaxIterations {
-		return end(run.Failed, failure(run.MaxIterationsExhausted, fmt.Sprintf("the line's max_iterations (%d) is reached", *m.Limits.MaxIterations)))
+		return stage, t.end(run.Failed, failure(run.MaxIterationsExhausted, fmt.Sprintf("the line's max_iterations (%d) is reached", *m.Limits.MaxIterations)))
 	}
-	timeout := func() (LineRunResult, error) {
-		return end(run.Failed, failure(run.LineTimeout, fmt.Sprintf("the line ran past its timeout %s", m.Limits.Timeout)))
+	if st.Deadline != nil && !workflow.Now(t.ctx).Before(*st.Deadline) {
+		return stage, t.timedOut()
 	}
-	if st.Deadline != nil && !workflow.Now(ctx).Before(*st.Deadline) {
-		return timeout()
-	}
+	return stage, nil
+}
 
-	// Visit the stage: one child job run per attempt.
+// visitStage visits the stage: one child job run per attempt, until one
+// succeeds or its attempts are used up.
+func (t *lineTurn) visitStage(stage manifests.LineStage) (activities.StageVisit, *turnEnd) {
 	attempts := 1
 	if stage.MaxAttempts != nil {
 		attempts = *stage.MaxAttempts
 	}
-	st.Visits++
-	st.Iterations[stage.ID]++
-	job := in.Jobs[stage.ID]
+	t.st.Visits++
+	t.st.Iterations[stage.ID]++
 	var visit activities.StageVisit
 	for attempt := 1; attempt <= attempts; attempt++ {
-		var jobRunID string
-		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return run.NewJobRunID() }).Get(&jobRunID); err != nil {
-			return fail(err)
-		}
-		st.StageOrder++
-		var created activities.CreateStageRunResult
-		req := activities.CreateStageRunInput{JobRunID: jobRunID, LineRunID: in.RunID, Stage: stage.ID, JobName: job.JobName, JobVersionID: job.JobVersionID,
-			ParamSpecs: job.Manifest.Job.Params, Params: st.StageParams, Iteration: st.Iterations[stage.ID], Order: st.StageOrder, At: workflow.Now(ctx)}
-		// Not cut short by a stop: it makes the job run, then records the
-		// visit, and a stop between the two would leave the job run queued
-		// with no visit to close it.
-		if err := workflow.ExecuteLocalActivity(dbook, a.CreateStageRun, req).Get(dbook, &created); err != nil {
-			return fail(err)
-		}
-		if created.Problems != "" {
-			return end(run.Failed, failure(run.StageParamsInvalid, fmt.Sprintf("stage %s: %s", stage.ID, created.Problems)))
-		}
-		state.putVisit(created.Visit) //workflowcheck:ignore (JSON decoding is deterministic)
-		visit = visitStage(ctx, st, stage, job, created)
-		// Recorded even when the run is being stopped.
-		var recorded activities.RecordStageResult
-		if err := workflow.ExecuteLocalActivity(dbook, a.RecordStage, activities.RecordStageInput{RunID: in.RunID, Visit: visit}).Get(dbook, &recorded); err != nil {
-			return fail(err)
-		}
-		state.putVisit(recorded.Visit) //workflowcheck:ignore (JSON decoding is deterministic)
-		st.CostCents = recorded.TotalCostCents
-		if visit.Status == run.Cancelled && visit.ErrorCode == run.CodeLineTimeout {
-			return timeout()
-		}
-		if ctx.Err() != nil {
-			return end(run.Cancelled, nil)
-		}
-		if visit.Status == run.Failed && visit.FailureClass == run.ClassPlatform && visit.ErrorCode == run.CodeDispatchFailed {
-			f := failure(run.DispatchFailed, fmt.Sprintf("stage %s: the job run could not be started: %s", stage.ID, visit.ErrorMessage))
-			f.Details = map[string]any{"job_run_id": visit.JobRunID}
-			return end(run.Failed, f)
-		}
-		if visit.ErrorCode == run.CodeJobResultInvalid {
-			f := failure(run.JobResultInvalid, fmt.Sprintf("stage %s: the job run's result could not be read: %s", stage.ID, visit.ErrorMessage))
-			f.Details = map[string]any{"job_run_id": visit.JobRunID}
-			return end(run.Failed, f)
-		}
-		// The budget is checked after every visit, attempts included.
-		if m.Limits != nil && m.Limits.BudgetUSD != nil && st.CostCents > m.Limits.BudgetUSD.Cents {
-			return end(run.Failed, failure(run.BudgetExceeded, fmt.Sprintf("rated cost %d cents is over the budget of %s USD", st.CostCents, m.Limits.BudgetUSD)))
+		var e *turnEnd
+		if visit, e = t.attemptStage(stage); e != nil {
+			return visit, e
 		}
 		if visit.Status == run.Succeeded {
 			break
 		}
 	}
-	st.Results[stage.ID] = manifests.StageResult{Status: string(visit.Status), Outputs: visit.Outputs, JobRunID: visit.JobRunID, Iteration: visit.Iteration}
+	return visit, nil
+}
 
+// attemptStage makes one job run of the stage, waits for it and records
+// it; the turn ends when the run cannot go on.
+func (t *lineTurn) attemptStage(stage manifests.LineStage) (activities.StageVisit, *turnEnd) {
+	ctx, st, in := t.ctx, t.st, t.in
+	job := in.Jobs[stage.ID]
+	var visit activities.StageVisit
+	var jobRunID string
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return run.NewJobRunID() }).Get(&jobRunID); err != nil {
+		return visit, t.fail(err)
+	}
+	st.StageOrder++
+	var created activities.CreateStageRunResult
+	req := activities.CreateStageRunInput{JobRunID: jobRunID, LineRunID: in.RunID, Stage: stage.ID, JobName: job.JobName, JobVersionID: job.JobVersionID,
+		ParamSpecs: job.Manifest.Job.Params, Params: st.StageParams, Iteration: st.Iterations[stage.ID], Order: st.StageOrder, At: workflow.Now(ctx)}
+	// Not cut short by a stop: it makes the job run, then records the
+	// visit, and a stop between the two would leave the job run queued
+	// with no visit to close it.
+	if err := workflow.ExecuteLocalActivity(t.lastingCtx, a.CreateStageRun, req).Get(t.lastingCtx, &created); err != nil {
+		return visit, t.fail(err)
+	}
+	if created.Problems != "" {
+		return visit, t.end(run.Failed, failure(run.StageParamsInvalid, fmt.Sprintf("stage %s: %s", stage.ID, created.Problems)))
+	}
+	t.state.putVisit(created.Visit) //workflowcheck:ignore (JSON decoding is deterministic)
+	visit = visitStage(ctx, st, stage, job, created)
+	// Recorded even when the run is being stopped.
+	var recorded activities.RecordStageResult
+	if err := workflow.ExecuteLocalActivity(t.lastingCtx, a.RecordStage, activities.RecordStageInput{RunID: in.RunID, Visit: visit}).Get(t.lastingCtx, &recorded); err != nil {
+		return visit, t.fail(err)
+	}
+	t.state.putVisit(recorded.Visit) //workflowcheck:ignore (JSON decoding is deterministic)
+	st.CostCents = recorded.TotalCostCents
+	return visit, t.checkVisit(stage, visit)
+}
+
+// checkVisit ends the run after a stage visit that timed out, was stopped,
+// could not start its job run or read its result, or went over the budget
+// (checked after every visit, attempts included).
+func (t *lineTurn) checkVisit(stage manifests.LineStage, visit activities.StageVisit) *turnEnd {
+	m := t.in.Manifest
+	if visit.Status == run.Cancelled && visit.ErrorCode == run.CodeLineTimeout {
+		return t.timedOut()
+	}
+	if t.ctx.Err() != nil {
+		return t.end(run.Cancelled, nil)
+	}
+	if visit.Status == run.Failed && visit.FailureClass == run.ClassPlatform && visit.ErrorCode == run.CodeDispatchFailed {
+		f := failure(run.DispatchFailed, fmt.Sprintf("stage %s: the job run could not be started: %s", stage.ID, visit.ErrorMessage))
+		f.Details = map[string]any{"job_run_id": visit.JobRunID}
+		return t.end(run.Failed, f)
+	}
+	if visit.ErrorCode == run.CodeJobResultInvalid {
+		f := failure(run.JobResultInvalid, fmt.Sprintf("stage %s: the job run's result could not be read: %s", stage.ID, visit.ErrorMessage))
+		f.Details = map[string]any{"job_run_id": visit.JobRunID}
+		return t.end(run.Failed, f)
+	}
+	if m.Limits != nil && m.Limits.BudgetUSD != nil && t.st.CostCents > m.Limits.BudgetUSD.Cents {
+		return t.end(run.Failed, failure(run.BudgetExceeded, fmt.Sprintf("rated cost %d cents is over the budget of %s USD", t.st.CostCents, m.Limits.BudgetUSD)))
+	}
+	return nil
+}
+
+// route picks the next stage after a visit (an agentic transition asks
+// the manager), records the transition and sets st for the next turn; or
+// ends the run when no transition applies or one fails it.
+func (t *lineTurn) route(stage manifests.LineStage, visit activities.StageVisit) *turnEnd {
+	ctx, in, st := t.ctx, t.in, t.st
 	// route ranges over maps only to copy values or collect keys it sorts.
-	next, f := route(m, *in, st, stage.ID, visit) //workflowcheck:ignore
+	next, f := route(in.Manifest, *in, st, stage.ID, visit) //workflowcheck:ignore
 	if f == nil && next != nil && next.agentic != nil {
 		var err error
-		if next, f, err = wait.decideAgentic(ctx, dbook, *in, st, *next.agentic, visit, wait.summary); err != nil {
-			return fail(err)
+		if next, f, err = t.wait.decideAgentic(ctx, t.lastingCtx, *in, st, *next.agentic, visit, t.wait.summary); err != nil {
+			return t.fail(err)
 		}
 	}
 	if f != nil {
 		if f.Code == run.StageFailed {
-			f.StageName, f.ErrorCode, f.FailureClass = visit.Stage, visit.ErrorCode, visit.FailureClass
-			f.Domain = run.FailureDomain(run.StageFailed, visit.FailureClass)
-			if visit.FailureClass == run.ClassContract {
-				// The job's outputs broke its contract.
-				f.Code, f.Domain = run.JobOutputsInvalid, run.FailureDomain(run.JobOutputsInvalid, "")
-				f.ErrorMessage = fmt.Sprintf("stage %s: the job's outputs break its contract: %s", stage.ID, visit.ErrorMessage)
-			}
-			f.Details = map[string]any{"job_run_id": visit.JobRunID}
+			stageFailed(f, stage, visit)
 		}
-		return end(run.Failed, f)
+		return t.end(run.Failed, f)
 	}
 	if next == nil {
-		return end(run.Succeeded, nil)
+		return t.end(run.Succeeded, nil)
 	}
 	st.Transitions[next.transition]++
-	if err := workflow.ExecuteLocalActivity(book, a.RecordTransition, activities.RecordTransitionInput{RunID: in.RunID, ID: next.transition,
+	if err := workflow.ExecuteLocalActivity(t.bookCtx, a.RecordTransition, activities.RecordTransitionInput{RunID: in.RunID, ID: next.transition,
 		From: stage.ID, To: next.stage, Iteration: st.Transitions[next.transition], At: workflow.Now(ctx),
-		Option: next.option, Decision: next.decision}).Get(book, nil); err != nil {
-		return fail(err)
+		Option: next.option, Decision: next.decision}).Get(t.bookCtx, nil); err != nil {
+		return t.fail(err)
 	}
 	if ctx.Err() != nil {
 		// A stop between turns: a cancel request does not survive
 		// continue-as-new, so it ends the run here.
-		return end(run.Cancelled, nil)
+		return t.end(run.Cancelled, nil)
 	}
 	st.Stage, st.StageParams = next.stage, next.params
-	return LineRunResult{}, errNextTurn
+	return &turnEnd{err: errNextTurn}
+}
+
+// stageFailed completes the failure of a run whose stage failed with the
+// visit's error; a contract failure is the job's outputs'.
+func stageFailed(f *run.Failure, stage manifests.LineStage, visit activities.StageVisit) {
+	f.StageName, f.ErrorCode, f.FailureClass = visit.Stage, visit.ErrorCode, visit.FailureClass
+	f.Domain = run.FailureDomain(run.StageFailed, visit.FailureClass)
+	if visit.FailureClass == run.ClassContract {
+		// The job's outputs broke its contract.
+		f.Code, f.Domain = run.JobOutputsInvalid, run.FailureDomain(run.JobOutputsInvalid, "")
+		f.ErrorMessage = fmt.Sprintf("stage %s: the job's outputs break its contract: %s", stage.ID, visit.ErrorMessage)
+	}
+	f.Details = map[string]any{"job_run_id": visit.JobRunID}
 }
 
 // visitStage runs one attempt of a stage visit as a child JobRunWorkflow and

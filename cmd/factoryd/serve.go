@@ -16,6 +16,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/api"
+	"github.com/linefactory/linefactory/store"
 )
 
 // runServe implements `factoryd serve`.
@@ -85,15 +86,27 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- st
 	defer rt.Close()
 
 	if !cfg.Roles["api"] {
-		ready := rt.ReadyChecks()
-		ready["store"] = st.Ping
-		if err := serveOps(ctx, cfg.Scale.OpsAddr, cfg.Scale.OpsExplicit, ready, append(rt.workers.metrics(), activities.Collectors()...), logger); err != nil {
-			return err
-		}
-		logger.Info("worker running", slog.Any("roles", cfg.Roles))
-		<-ctx.Done()
-		return nil
+		return serveWorker(ctx, cfg, rt, st, logger)
 	}
+	return serveAPI(ctx, cfg, rt, st, ln, tokenKey, logger, ready, banner)
+}
+
+// serveWorker runs a worker-only process: its ops endpoint until ctx ends.
+func serveWorker(ctx context.Context, cfg config, rt *runtime, st *store.Store, logger *slog.Logger) error {
+	ready := rt.ReadyChecks()
+	ready["store"] = st.Ping
+	if err := serveOps(ctx, cfg.Scale.OpsAddr, cfg.Scale.OpsExplicit, ready, append(rt.workers.metrics(), activities.Collectors()...), logger); err != nil {
+		return err
+	}
+	logger.Info("worker running", slog.Any("roles", cfg.Roles))
+	<-ctx.Done()
+	return nil
+}
+
+// serveAPI serves the API on ln until ctx ends, then lets in-flight
+// requests finish.
+func serveAPI(ctx context.Context, cfg config, rt *runtime, st *store.Store, ln net.Listener, tokenKey api.TokenKey, logger *slog.Logger,
+	ready chan<- string, banner io.Writer) error {
 	srv := api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, ReadyChecks: rt.ReadyChecks(), Runs: rt,
 		IntegrationSecrets: cfg.IntegrationSecrets, Metrics: append(rt.workers.metrics(), activities.Collectors()...), Agents: cfg.Agents,
 		TokenKey: tokenKey, Inference: cfg.Inference}, st)
