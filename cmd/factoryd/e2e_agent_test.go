@@ -154,8 +154,17 @@ output_cents_per_mtok = 1000
 		time.Sleep(100 * time.Millisecond)
 	}
 	knowledge("guide", "GUIDE-V2")
-	if err := os.WriteFile(filepath.Join(workspace("agent-box"), "gate1"), nil, 0o644); err != nil {
-		t.Fatal(err)
+	// The run is running before its sandbox exists: open the gate once the
+	// workspace is there.
+	for {
+		err := os.WriteFile(filepath.Join(workspace("agent-box"), "gate1"), nil, 0o644)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("open gate1: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	run := d.wait(id, 90*time.Second)
 	if run["status"] != "succeeded" {
