@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/agentconf"
@@ -277,10 +278,21 @@ func (e *OutputError) Error() string { return e.Msg }
 // ReadLimited reads a file the step wrote, without following a symlink;
 // a missing file is (nil, nil); one past limit is an error.
 func ReadLimited(path string, limit int64) ([]byte, error) {
-	fi, err := os.Lstat(path)
+	// Opened without following a symlink and checked on the open handle, so
+	// the step cannot swap the file for a link between a check and the
+	// read; O_NONBLOCK keeps a FIFO from blocking the open.
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is not a regular file", filepath.Base(path))
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
 	if err != nil {
 		return nil, err
 	}
@@ -290,11 +302,6 @@ func ReadLimited(path string, limit int64) ([]byte, error) {
 	if fi.Size() > limit {
 		return nil, fmt.Errorf("%s is %d bytes, over the %d byte cap", filepath.Base(path), fi.Size(), limit)
 	}
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
 	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
 	if err == nil && int64(len(data)) > limit {
 		err = fmt.Errorf("%s is over the %d byte cap", filepath.Base(path), limit)
