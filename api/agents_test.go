@@ -110,8 +110,16 @@ func TestInferenceModels(t *testing.T) {
 	if len(got["harnesses"].([]any)) != 0 || len(got["inference_models"].([]any)) != 0 {
 		t.Errorf("no config: %v", got)
 	}
-	if router := got["router"].(map[string]any); router["configured"] != false || router["model"] != nil {
+	// The default wait applies without a [router]: the listing shows it.
+	if router := got["router"].(map[string]any); router["configured"] != false || router["model"] != nil || router["wait_timeout"] != "24h" {
 		t.Errorf("no config router: %v", router)
+	}
+	noWait, err := agentconf.Parse([]byte("[router]\n"), "router.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ListInferenceModels(noWait).Router; !r.Configured || r.Model != nil || r.WaitTimeout == nil || *r.WaitTimeout != "24h" {
+		t.Errorf("[router] without wait_timeout: %+v", r)
 	}
 }
 

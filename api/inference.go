@@ -76,14 +76,20 @@ func ListInferenceModels(c *agentconf.Config) InferenceModels {
 	if c != nil && c.Inference != nil {
 		out.InferenceModels = listModels(c.Inference.Models, nil)
 	}
+	// A run waits for a person's select for the default time when no
+	// [router] (or no wait_timeout) is configured: the listing shows it.
+	wait := agentconf.DefaultRouterWaitTimeout
 	if c != nil && c.Router != nil {
 		out.Router.Configured = true
 		if c.Router.Model != "" {
 			out.Router.Model = &c.Router.Model
 		}
-		wt := compactDuration(c.Router.WaitTimeout)
-		out.Router.WaitTimeout = &wt
+		if c.Router.WaitTimeout > 0 {
+			wait = c.Router.WaitTimeout
+		}
 	}
+	wt := compactDuration(wait)
+	out.Router.WaitTimeout = &wt
 	return out
 }
 
