@@ -79,7 +79,7 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	if st == nil {
 		st = &LineState{}
 		if len(m.Stages) > 0 {
-			st.Stage, st.StageParams = m.Stages[0].ID, in.Params
+			st.Stage, st.StageParams = m.Stages[0].ID, entryParams(in.Params, in.Jobs[m.Stages[0].ID].Manifest)
 		}
 	}
 	if st.Iterations == nil {
@@ -555,6 +555,23 @@ func route(m manifests.LineManifest, in LineRunInput, st *LineState, from string
 		return nil, failure(run.TransitionParamsInvalid, fmt.Sprintf("transition %s: %v", t.ID, err))
 	}
 	return &hop{transition: t.ID, stage: t.To, params: params}, nil
+}
+
+// entryParams are the entry stage's params: the run params its job
+// declares. A run also accepts the names input bindings read and later
+// stages' params (manifests.LineInputs); the entry job does not take them.
+func entryParams(params map[string]any, job manifests.JobManifest) map[string]any {
+	if params == nil {
+		return nil
+	}
+	out := make(map[string]any, len(params))
+	//workflowcheck:ignore (a map built from a map: order does not matter)
+	for name, v := range params {
+		if _, declared := job.Job.Params[name]; declared {
+			out[name] = v
+		}
+	}
+	return out
 }
 
 // bindParams computes the next stage's params: the transition's bindings,

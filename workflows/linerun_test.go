@@ -467,6 +467,38 @@ func TestBindParamsAllKinds(t *testing.T) {
 	}
 }
 
+// TestLineRunEntryTakesItsOwnParams: a line run accepts the params of later
+// stages' jobs (API.md, README "Line run failures": the deployment's
+// input_params); the entry stage's job gets only the ones it declares, and
+// the later stage gets its own by name.
+func TestLineRunEntryTakesItsOwnParams(t *testing.T) {
+	f := newFixture(t)
+	in := lineInput(t, lineHead+`
+[[stages]]
+id = "inc"
+job = "inc"
+[[stages]]
+id = "fin"
+job = "hello"
+[[transitions]]
+type = "conditional"
+id = "done"
+from = "inc"
+to = "fin"
+when = { op = "always" }
+`, map[string]any{"who": "bob"})
+	res, rec := f.runLine(t, in, nil)
+	if res.Status != run.Succeeded {
+		t.Fatalf("status %s, failure %+v; want succeeded", res.Status, res.Failure)
+	}
+	if got := rec.StageOutputs["fin"]["greeting"]; got != "hi-bob" {
+		t.Fatalf("fin's greeting %v, want hi-bob (who filled from the run params)", got)
+	}
+	if got := entryParams(nil, manifests.JobManifest{}); got != nil {
+		t.Fatalf("entryParams(nil) = %v, want nil", got)
+	}
+}
+
 // TestLineRunRetryFromSnapshot: a retried line run starts at the given stage
 // with the earlier stages' results carried over.
 func TestLineRunRetryFromSnapshot(t *testing.T) {
