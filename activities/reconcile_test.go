@@ -73,7 +73,9 @@ func TestReconcile(t *testing.T) {
 	job("done", "running", old)
 	job("stopped", "queued", old)
 	st.jobs["stopped"].StopReason = &stop
-	st.lines["lterm"] = &store.LineRun{ID: "lterm", Status: "waiting", WorkflowID: "linerun/lterm", CreatedAt: young}
+	st.lines["lterm"] = &store.LineRun{ID: "lterm", Status: "waiting", WorkflowID: "linerun/lterm", CreatedAt: young,
+		Stages:       []store.LineRunStage{{StageName: "a", Status: run.Succeeded}, {StageName: "b", Status: run.Running}},
+		ManagerTurns: []store.ManagerTurn{{State: "visiting b"}}, Routing: store.Routing{Waiting: &store.Waiting{TransitionID: "route"}}}
 	st.lines["lnever"] = &store.LineRun{ID: "lnever", Status: "queued", WorkflowID: "linerun/lnever", CreatedAt: old}
 	eng := fakeEngine{
 		"jobrun/young":      {State: WorkflowMissing},
@@ -114,6 +116,12 @@ func TestReconcile(t *testing.T) {
 		if got != w {
 			t.Errorf("line run %s: %s, want %s", id, got, w)
 		}
+	}
+	// Nothing of a reconciled line run stays live (API.md: a stage visit
+	// ends succeeded, failed or cancelled; README: the last turn is completed).
+	if l := st.lines["lterm"]; l.Stages[0].Status != run.Succeeded || l.Stages[1].Status != run.Failed || l.Stages[1].CompletedAt == nil ||
+		l.Waiting != nil || l.ManagerTurns[0].State != "completed" {
+		t.Errorf("line run lterm: stages %+v, waiting %+v, turns %+v; want b failed, no wait, the turn completed", l.Stages, l.Waiting, l.ManagerTurns)
 	}
 	if n != 7 {
 		t.Errorf("finished %d records, want 7", n)

@@ -63,11 +63,26 @@ func (r *JobRun) EndUnfinished(o run.Outcome, now time.Time) {
 }
 
 // EndUnfinished ends a line run record that nothing else will end with
-// status and, unless it succeeded, failure f, at now.
+// status and, unless it succeeded, failure f, at now. Nothing of it stays
+// live, as when its manager ends it: its running stage visits end with it
+// (failed, or cancelled when it is), a wait is over, the last manager turn
+// is completed.
 func (l *LineRun) EndUnfinished(status run.Status, f *run.Failure, now time.Time) {
 	l.Status, l.CompletedAt = status, &now
 	if l.StartedAt == nil {
 		l.StartedAt = &now
+	}
+	l.Waiting = nil
+	if n := len(l.ManagerTurns); n > 0 {
+		l.ManagerTurns[n-1].State = "completed"
+	}
+	for i := range l.Stages {
+		if v := &l.Stages[i]; v.Status == run.Running {
+			v.Status, v.CompletedAt = run.Failed, &now
+			if status == run.Cancelled {
+				v.Status = run.Cancelled
+			}
+		}
 	}
 	if status == run.Succeeded || f == nil {
 		return
