@@ -51,13 +51,13 @@ type Waiting struct {
 	Options      []WaitingOption `json:"options"`
 	Since        time.Time       `json:"since"`
 	ExpiresAt    time.Time       `json:"expires_at"`
-	RouterError  *string         `json:"router_error,omitempty"`
+	RouterError  *string         `json:"router_error"` // null when a person decides without a router
 }
 
 // WaitingOption is one option a waiting run may be answered with.
 type WaitingOption struct {
 	Name  string  `json:"name"`
-	Label *string `json:"label,omitempty"`
+	Label *string `json:"label"`
 	To    string  `json:"to"`
 }
 
