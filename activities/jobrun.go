@@ -829,7 +829,7 @@ func endUnfinishedSteps(r *store.JobRun, status run.Status, now time.Time) {
 func recordRunFailure(r *store.JobRun, o run.Outcome, failedTask, failedStep string, payload map[string]any) {
 	msg := o.ErrorMessage
 	if r.StopReason != nil && o.Status == run.Cancelled {
-		msg = "stopped: " + *r.StopReason
+		msg = run.StopMessage(*r.StopReason)
 	}
 	r.SetOutcome(run.Outcome{Status: o.Status, ErrorCode: o.ErrorCode, ErrorMessage: msg, FailureClass: o.FailureClass})
 	details := map[string]any{}

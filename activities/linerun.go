@@ -398,7 +398,7 @@ func (a *Activities) finishLineRun(ctx context.Context, in FinishLineRunInput) (
 func enrichFailure(f *run.Failure, jr *store.JobRun, stopReason *string) *store.LineRunFailure {
 	rec := *f
 	if stopReason != nil && rec.Code == run.UserCancelled {
-		rec.ErrorMessage = "stopped: " + *stopReason
+		rec.ErrorMessage = run.StopMessage(*stopReason)
 	}
 	lf := store.NewLineRunFailure(rec)
 	if jr == nil {

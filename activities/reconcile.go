@@ -183,7 +183,7 @@ func (r *Reconciler) job(ctx context.Context, rec store.JobRun) (bool, error) {
 		}
 	}
 	if rec.StopReason != nil && end.job.Status != run.Succeeded {
-		end = cancelled(*rec.StopReason) // a stop was asked: the run ends as it promised
+		end = cancelled(run.StopMessage(*rec.StopReason)) // a stop was asked: the run ends as it promised
 	}
 	changed := false
 	now := r.now()
@@ -225,7 +225,7 @@ func (r *Reconciler) line(ctx context.Context, rec store.LineRun) (bool, error) 
 		}
 	}
 	if rec.StopReason != nil && status != run.Succeeded {
-		end = cancelled(*rec.StopReason)
+		end = cancelled(run.StopMessage(*rec.StopReason))
 		status = run.Cancelled
 	}
 	changed := false

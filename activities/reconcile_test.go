@@ -104,6 +104,9 @@ func TestReconcile(t *testing.T) {
 			t.Errorf("job run %s: %s, want %s", id, got, w)
 		}
 	}
+	if m := st.jobs["stopped"].ErrorMessage; m == nil || *m != "stopped: stopped by ci" {
+		t.Errorf("stopped run's message %v, want %q (as when its workflow ends it)", m, "stopped: stopped by ci")
+	}
 	if tl := st.jobs["lost"].StepTimeline; tl[0].Status != run.Failed || tl[1].Status != run.Skipped {
 		t.Errorf("lost run's steps: %s, %s; want failed, skipped", tl[0].Status, tl[1].Status)
 	}

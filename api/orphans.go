@@ -33,7 +33,7 @@ func (s *Server) endStoppedJobRun(ctx context.Context, r store.JobRun, reason st
 		return
 	}
 	now := time.Now().UTC()
-	o := run.Outcome{Status: run.Cancelled, ErrorCode: run.CodeCancelled, FailureClass: run.ClassUser, ErrorMessage: reason}
+	o := run.Outcome{Status: run.Cancelled, ErrorCode: run.CodeCancelled, FailureClass: run.ClassUser, ErrorMessage: run.StopMessage(reason)}
 	_, err := s.store.UpdateJobRun(context.WithoutCancel(ctx), r.ID, func(j *store.JobRun) error {
 		if !run.JobRun.Terminal(j.Status) {
 			j.EndUnfinished(o, now)
@@ -53,7 +53,7 @@ func (s *Server) endStoppedLineRun(ctx context.Context, r store.LineRun, reason 
 	now := time.Now().UTC()
 	_, err := s.store.UpdateLineRun(context.WithoutCancel(ctx), r.ID, func(l *store.LineRun) error {
 		if !run.LineRun.Terminal(l.Status) {
-			l.EndUnfinished(run.Cancelled, run.NewFailure(run.UserCancelled, reason), now)
+			l.EndUnfinished(run.Cancelled, run.NewFailure(run.UserCancelled, run.StopMessage(reason)), now)
 		}
 		return nil
 	})

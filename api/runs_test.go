@@ -313,6 +313,40 @@ func TestJobRunStopRace(t *testing.T) {
 	})
 }
 
+// goneRuns is an engine whose workflows are all gone (lost, never started).
+type goneRuns struct{ fakeRuns }
+
+func (g *goneRuns) DescribeWorkflow(context.Context, string) (run.WorkflowState, error) {
+	return run.WorkflowState{State: run.WorkflowMissing}, nil
+}
+
+// TestStopOrphanedRun: a stop of a run whose workflow is gone ends it
+// cancelled at once (README "No run left behind"), with the message a stop
+// gives every run: "stopped: <reason>" (the line run's failure user_cancelled).
+func TestStopOrphanedRun(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		h.srv.cfg.Runs = &goneRuns{}
+		h.deployExampleJob("hello")
+		r := h.do(req{method: "POST", path: "/jobs/hello/runs", scope: ScopeWrite})
+		expect(t, r, http.StatusCreated)
+		id := r.json(t)["id"].(string)
+		r = h.do(req{method: "POST", path: "/jobs/hello/runs/" + id + "/stop", body: map[string]any{"reason": "late"}, scope: ScopeWrite})
+		expect(t, r, http.StatusAccepted)
+		if m := r.json(t); m["status"] != "cancelled" || m["error_message"] != "stopped: late" || m["error_code"] != run.CodeCancelled {
+			t.Fatalf("stopped orphan job run: status %v, message %v, code %v; want cancelled, \"stopped: late\", CANCELLED", m["status"], m["error_message"], m["error_code"])
+		}
+		h.deployLine(t)
+		lid := h.startLine(t, nil)
+		r = h.do(req{method: "POST", path: "/factory/line-runs/" + lid + "/stop", body: map[string]any{"reason": "late"}, scope: ScopeWrite})
+		expect(t, r, http.StatusAccepted)
+		m := r.json(t)
+		f, _ := m["failure"].(map[string]any)
+		if m["status"] != "cancelled" || m["error_message"] != "stopped: late" || f == nil || f["code"] != "user_cancelled" || f["error_message"] != "stopped: late" {
+			t.Fatalf("stopped orphan line run: %s", r.Body)
+		}
+	})
+}
+
 type failingCancel struct{ fakeRuns }
 
 func (f *failingCancel) CancelJobRun(context.Context, string) error { return errors.New("unavailable") }

@@ -33,6 +33,11 @@ type Outcome struct {
 	ErrorDetails map[string]any `json:",omitempty"`
 }
 
+// StopMessage is the error message of a run a stop ended: "stopped: " and
+// the stop's reason, however the run ended (its workflow, the reconciler,
+// or a stop of a run whose workflow is gone).
+func StopMessage(reason string) string { return "stopped: " + reason }
+
 // Fail is the outcome of something that failed with code, class and msg.
 func Fail(code string, class FailureClass, msg string) Outcome {
 	return Outcome{Status: Failed, ErrorCode: code, FailureClass: class, ErrorMessage: msg}
