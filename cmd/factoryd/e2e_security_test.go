@@ -212,11 +212,7 @@ func TestHostileSteps(t *testing.T) {
 		if code, m := d.call("POST", "/factory/lines/cronattack/deploy", "application/toml", []byte(line)); code != 201 {
 			t.Fatalf("deploy: %d %v", code, m)
 		}
-		c, err := client.Dial(client.Options{HostPort: temporalAddr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := temporalClient(t, d)
 		if err := c.ScheduleClient().GetHandle(context.Background(), run.LineScheduleID("cronattack")).Trigger(context.Background(), client.ScheduleTriggerOptions{}); err != nil {
 			t.Fatal(err)
 		}
