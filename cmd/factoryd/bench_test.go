@@ -92,13 +92,15 @@ type benchRow struct {
 }
 
 type benchEnv struct {
-	b      *testing.B
-	tc     client.Client
-	http   *http.Client
-	base   string
-	token  string
-	rows   []benchRow
-	forkMs float64
+	b     *testing.B
+	tc    client.Client
+	http  *http.Client
+	base  string
+	token string
+	// temporalKey is the embedded server's API key.
+	temporalKey string
+	rows        []benchRow
+	forkMs      float64
 }
 
 // stats is a sample's median and range.
@@ -125,8 +127,8 @@ func BenchmarkIssue14(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = srv.Stop() }()
-	tc, err := client.Dial(client.Options{HostPort: srv.FrontendAddr(), Namespace: "default",
-		Logger: tlog.NewStructuredLogger(slog.New(slog.NewJSONHandler(io.Discard, nil))), ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}})
+	tc, err := client.Dial(client.Options{HostPort: srv.FrontendAddr(), Namespace: "default", Credentials: client.NewAPIKeyStaticCredentials(srv.APIKey()),
+		Logger: tlog.NewStructuredLogger(slog.New(slog.NewJSONHandler(io.Discard, nil))), ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}, TLSDisabled: true}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -140,7 +142,7 @@ func BenchmarkIssue14(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer w.Stop()
-	e := &benchEnv{b: b, tc: tc, token: "bench-token",
+	e := &benchEnv{b: b, tc: tc, token: "bench-token", temporalKey: srv.APIKey(),
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConns * 2, MaxConnsPerHost: benchConns * 2}}}
 	e.forkMs = e.measureForkExec()
 
@@ -176,6 +178,7 @@ func (e *benchEnv) serve(dataDir, dsn, temporalAddr string) func() {
 		b.Fatal(err)
 	}
 	cfg.BootstrapToken = e.token
+	cfg.TemporalAuth.APIKey = e.temporalKey
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)

@@ -31,6 +31,11 @@ import (
 //	FACTORY_TEMPORAL_UI_ADDR --temporal-ui-addr  embedded Web UI address (127.0.0.1:8233; "off" disables)
 //	FACTORY_TEMPORAL_LOG_LEVEL --temporal-log-level  embedded Temporal server log level (error)
 //	FACTORY_TEMPORAL_PORT    --temporal-port embedded frontend gRPC port (7233)
+//	TEMPORAL_API_KEY                         API key sent to TEMPORAL_ADDRESS (a secret)
+//	FACTORY_TEMPORAL_API_KEY_FILE --temporal-api-key-file  file holding that key, re-read when it changes
+//	TEMPORAL_TLS             --temporal-tls  TLS to TEMPORAL_ADDRESS: auto, true, false (auto)
+//	TEMPORAL_TLS_SERVER_CA_CERT_PATH, _CLIENT_CERT_PATH, _CLIENT_KEY_PATH, _SERVER_NAME
+//	                         --temporal-tls-ca, -cert, -key, -server-name  its CA, mTLS client certificate and key, expected name
 //	FACTORY_INTEGRATION_SECRETS              signing secrets per provider: code_host=s1,chat_tool=s2
 //	FACTORY_CENTS_PER_VCPU_HOUR --cents-per-vcpu-hour  compute rate per sandbox vCPU hour (4)
 //	FACTORY_CENTS_PER_GB_HOUR   --cents-per-gb-hour    compute rate per sandbox GiB of memory hour (0.5)
@@ -61,6 +66,8 @@ type config struct {
 	TemporalUIAddr    string
 	TemporalLogLevel  string
 	TemporalPort      int
+	// TemporalAuth is how the client authenticates to TEMPORAL_ADDRESS.
+	TemporalAuth temporalAuth
 	// IntegrationSecrets are the signing secrets of integration providers.
 	IntegrationSecrets map[string]string
 	// Rates price sandbox time (compute_cost_cents).
@@ -141,6 +148,7 @@ func loadConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.SandboxIsolation, "sandbox-isolation", env("FACTORY_SANDBOX_ISOLATION", "bwrap"),
 		"sandbox isolation: bwrap, or none to run steps on the host (FACTORY_SANDBOX_ISOLATION)")
 	scaleFlags := c.Scale.flags(fs)
+	c.TemporalAuth.flags(fs)
 	fs.StringVar(&c.ConfigFile, "config", env("FACTORY_CONFIG", ""), "server configuration file: harnesses, inference, router (FACTORY_CONFIG)")
 	c.workerFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -153,12 +161,10 @@ func loadConfig(name string, args []string) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	c.BootstrapToken = os.Getenv("FACTORY_BOOTSTRAP_TOKEN")
-	c.TokenKey = os.Getenv("FACTORY_TOKEN_KEY")
-	var err error
-	if c.IntegrationSecrets, err = integrationSecrets(os.Getenv("FACTORY_INTEGRATION_SECRETS")); err != nil {
+	if err := c.readSecrets(); err != nil {
 		return c, err
 	}
+	var err error
 	if c.Roles, err = parseRoles(roles); err != nil {
 		return c, err
 	}
@@ -188,6 +194,17 @@ func loadConfig(name string, args []string) (config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// readSecrets reads the secrets that come from the environment only.
+func (c *config) readSecrets() error {
+	c.BootstrapToken = os.Getenv("FACTORY_BOOTSTRAP_TOKEN")
+	c.TokenKey = os.Getenv("FACTORY_TOKEN_KEY")
+	var err error
+	if c.IntegrationSecrets, err = integrationSecrets(os.Getenv("FACTORY_INTEGRATION_SECRETS")); err != nil {
+		return err
+	}
+	return c.TemporalAuth.parse(c.TemporalAddress != "")
 }
 
 // workerFlags registers a worker's drain and reconcile durations.

@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/linefactory/linefactory/cmd/internal/embedded"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/workflows"
 )
@@ -277,16 +280,25 @@ func TestEndToEndScheduleFires(t *testing.T) {
 	}
 }
 
-// temporalClient dials the daemon's embedded Temporal.
+// temporalClient dials the daemon's embedded Temporal with the key of its
+// start (from the key file in its data directory).
 func temporalClient(t testing.TB, d *daemon) client.Client {
 	t.Helper()
-	var port string
+	var port, dataDir string
 	for _, kv := range d.env {
 		if v, ok := strings.CutPrefix(kv, "FACTORY_TEMPORAL_PORT="); ok {
 			port = v
 		}
+		if v, ok := strings.CutPrefix(kv, "FACTORY_DATA_DIR="); ok {
+			dataDir = v
+		}
 	}
-	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + port, Namespace: "default"})
+	key, err := os.ReadFile(filepath.Join(dataDir, "temporal", embedded.APIKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(client.Options{HostPort: "127.0.0.1:" + port, Namespace: "default",
+		Credentials: client.NewAPIKeyStaticCredentials(strings.TrimSpace(string(key))), ConnectionOptions: client.ConnectionOptions{TLSDisabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,10 +29,13 @@ import (
 type scaleCluster struct {
 	t        testing.TB
 	temporal string // frontend host:port
-	dsn      string
-	snapshot string // FACTORY_SNAPSHOT_URL shared by the workers
-	api      *daemon
-	workers  []*scaleWorker
+	// temporalKeyFile holds the server's API key: the processes read it
+	// as another factoryd's embedded server would have them.
+	temporalKeyFile string
+	dsn             string
+	snapshot        string // FACTORY_SNAPSHOT_URL shared by the workers
+	api             *daemon
+	workers         []*scaleWorker
 }
 
 // scaleWorker is a --roles worker process and its data directory, which
@@ -79,14 +82,15 @@ func scaleStore(t testing.TB) string {
 func startScaleCluster(t testing.TB, workers int, extraEnv ...string) *scaleCluster {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := embedded.Start(ctx, embedded.Config{DataDir: t.TempDir(), FrontendPort: freePort(t), UIAddr: "off"})
+	serverDir := t.TempDir()
+	srv, err := embedded.Start(ctx, embedded.Config{DataDir: serverDir, FrontendPort: freePort(t), UIAddr: "off"})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
 	// Cleanups run last-in first-out: the processes stop before the server.
 	t.Cleanup(func() { _ = srv.Stop(); cancel() })
-	c := &scaleCluster{t: t, temporal: srv.FrontendAddr(), dsn: scaleStore(t),
+	c := &scaleCluster{t: t, temporal: srv.FrontendAddr(), temporalKeyFile: filepath.Join(serverDir, embedded.APIKeyFile), dsn: scaleStore(t),
 		snapshot: "file://" + filepath.Join(t.TempDir(), "snapshots")}
 	env := append(c.env(t.TempDir()), "FACTORY_ROLES=api", fmt.Sprintf("FACTORY_HTTP_ADDR=127.0.0.1:%d", freePort(t)))
 	c.api = startDaemon(t, "", append(env, extraEnv...))
@@ -110,7 +114,8 @@ func startScaleCluster(t testing.TB, workers int, extraEnv ...string) *scaleClus
 
 func (c *scaleCluster) env(dataDir string) []string {
 	return append(os.Environ(), "FACTORYD_E2E_CHILD=1", "FACTORY_DATA_DIR="+dataDir, "FACTORY_BOOTSTRAP_TOKEN="+e2eToken,
-		"FACTORY_DATABASE_URL="+c.dsn, "TEMPORAL_ADDRESS="+c.temporal, "FACTORY_SNAPSHOT_URL="+c.snapshot,
+		"FACTORY_DATABASE_URL="+c.dsn, "TEMPORAL_ADDRESS="+c.temporal,
+		"FACTORY_TEMPORAL_API_KEY_FILE="+c.temporalKeyFile, "FACTORY_SNAPSHOT_URL="+c.snapshot,
 		"FACTORY_LOG_LEVEL=warn",
 		// Steps report their working directory on the host (an isolated
 		// step sees /workspace): that is how the test tells the workers

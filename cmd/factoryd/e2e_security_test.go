@@ -151,6 +151,24 @@ func TestHostileSteps(t *testing.T) {
 			}
 		})
 	}
+	t.Run("temporal without the key from a local process", func(t *testing.T) {
+		// Steps cannot reach the frontend (above); a process of the host,
+		// or a step under FACTORY_SANDBOX_ISOLATION=none, can, but has no key.
+		d.deploy("longvictim", hostileJob("longvictim", "sleep 600", ""))
+		id := d.start("longvictim", nil)
+		waitFor(t, "the victim run running", time.Minute, func() map[string]any {
+			_, m := d.call("GET", "/job-runs/"+id, "", nil)
+			return m
+		}, func(m map[string]any) bool { return m["status"] == "running" })
+		runTemporalAttacker(t, temporalAddr, run.JobRunWorkflowID(id), run.LineScheduleID("nosuchline"))
+		if _, m := d.call("GET", "/job-runs/"+id, "", nil); m["status"] != "running" {
+			t.Fatalf("the victim run is %v after the attack", m["status"])
+		}
+		if code, m := d.call("POST", "/jobs/longvictim/runs/"+id+"/stop", "application/json", []byte(`{}`)); code >= 300 {
+			t.Fatalf("stop: %d %v", code, m)
+		}
+		d.wait(id, time.Minute)
+	})
 	t.Run("another sandbox's workspace", func(t *testing.T) {
 		keep := "mode = \"ensure\"\nname = \"victim\""
 		if run, _ := d.attack(t, "victim", "echo TOP-SECRET > secret.txt", keep, nil); run["status"] != "succeeded" {
@@ -212,11 +230,7 @@ func TestHostileSteps(t *testing.T) {
 		if code, m := d.call("POST", "/factory/lines/cronattack/deploy", "application/toml", []byte(line)); code != 201 {
 			t.Fatalf("deploy: %d %v", code, m)
 		}
-		c, err := client.Dial(client.Options{HostPort: temporalAddr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := temporalClient(t, d)
 		if err := c.ScheduleClient().GetHandle(context.Background(), run.LineScheduleID("cronattack")).Trigger(context.Background(), client.ScheduleTriggerOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("FACTORYD_E2E_CHILD") == "1" {
 		os.Exit(runServe(nil))
 	}
+	if os.Getenv("FACTORYD_E2E_ATTACK") == "temporal" {
+		os.Exit(temporalAttacker())
+	}
 	os.Exit(m.Run())
 }
 

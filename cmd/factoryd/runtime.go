@@ -61,13 +61,19 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 		logger.Info("embedded Temporal started", slog.String("frontend", addr), slog.String("web_ui", srv.UIURL()),
 			slog.String("namespace", cfg.TemporalNamespace))
 	}
-	c, err := dialTemporal(ctx, client.Options{
+	opts := client.Options{
 		HostPort:  addr,
 		Namespace: cfg.TemporalNamespace,
 		Logger:    tlog.NewStructuredLogger(logger.With(slog.String("component", "temporal-client"))),
 		// loopback: compression costs more than it saves
 		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}},
-	}, cfg.TemporalAddress != "", cfg.Scale.TemporalWait, logger)
+	}
+	if rt.server != nil {
+		embeddedCredentials(&opts, rt.server)
+	} else if err := cfg.TemporalAuth.apply(&opts, addr); err != nil {
+		return nil, err
+	}
+	c, err := dialTemporal(ctx, opts, cfg.TemporalAddress != "", cfg.Scale.TemporalWait, logger)
 	if err != nil {
 		rt.Close()
 		return nil, err

@@ -63,8 +63,11 @@ func TestServeWaitsForTemporal(t *testing.T) {
 	port := freePort(t)
 	dataDir := filepath.Join(t.TempDir(), "worker")
 	ops := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	serverDir := t.TempDir()
+	// The key file appears with the server: until then the worker retries.
 	env := append(os.Environ(), "FACTORYD_E2E_CHILD=1", "FACTORY_ROLES=worker", "FACTORY_DATA_DIR="+dataDir,
 		fmt.Sprintf("TEMPORAL_ADDRESS=127.0.0.1:%d", port), "FACTORY_TEMPORAL_WAIT=90s",
+		"FACTORY_TEMPORAL_API_KEY_FILE="+filepath.Join(serverDir, embedded.APIKeyFile),
 		"FACTORY_OPS_ADDR="+ops, "FACTORY_HTTP_ADDR="+ops)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -78,7 +81,7 @@ func TestServeWaitsForTemporal(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		srv, err := embedded.Start(ctx, embedded.Config{DataDir: t.TempDir(), FrontendPort: port, UIAddr: "off"})
+		srv, err := embedded.Start(ctx, embedded.Config{DataDir: serverDir, FrontendPort: port, UIAddr: "off"})
 		if err == nil {
 			t.Cleanup(func() { _ = srv.Stop() })
 		}

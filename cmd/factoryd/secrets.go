@@ -15,7 +15,7 @@ import (
 // secretEnv are the variables that carry secrets: read once by loadConfig,
 // then removed from the environment so that nothing factoryd starts, and
 // nothing reading /proc/<pid>/environ later, sees them.
-var secretEnv = []string{"FACTORY_BOOTSTRAP_TOKEN", "FACTORY_DATABASE_URL", "FACTORY_INTEGRATION_SECRETS", "FACTORY_TOKEN_KEY"}
+var secretEnv = []string{"FACTORY_BOOTSTRAP_TOKEN", "FACTORY_DATABASE_URL", "FACTORY_INTEGRATION_SECRETS", "FACTORY_TOKEN_KEY", "TEMPORAL_API_KEY"}
 
 // scrubSecrets removes the secret variables from factoryd's environment,
 // also from the block the kernel shows as /proc/<pid>/environ (zeroed in
@@ -26,6 +26,7 @@ func scrubSecrets(cfg *config) {
 	cfg.BootstrapToken = strings.Clone(cfg.BootstrapToken)
 	cfg.DatabaseURL = strings.Clone(cfg.DatabaseURL)
 	cfg.TokenKey = strings.Clone(cfg.TokenKey)
+	cfg.TemporalAuth.APIKey = strings.Clone(cfg.TemporalAuth.APIKey)
 	secrets := make(map[string]string, len(cfg.IntegrationSecrets))
 	for k, v := range cfg.IntegrationSecrets {
 		secrets[strings.Clone(k)] = strings.Clone(v)

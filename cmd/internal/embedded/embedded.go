@@ -6,6 +6,8 @@
 //     (<data-dir>/temporal.lock) and fails clearly when another holds it.
 //   - Everything listens on loopback only. The frontend uses the configured
 //     port; the other services take free ports.
+//   - Only callers with a key of this start use the frontend; the other
+//     ports speak only mutual TLS with a certificate of this start (auth.go).
 //   - The database (<data-dir>/temporal.db, WAL, one connection, one history
 //     shard) persists across restarts, so workflows survive them. Cluster
 //     membership rows do not: they belong to a previous process (see
@@ -23,14 +25,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	uiserver "github.com/temporalio/ui-server/v2/server"
-	uiconfig "github.com/temporalio/ui-server/v2/server/config"
-	uioptions "github.com/temporalio/ui-server/v2/server/server_options"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	tconfig "go.temporal.io/server/common/config"
@@ -60,11 +60,12 @@ type Config struct {
 // Server is a running embedded Temporal server.
 type Server struct {
 	srv       temporal.Server
-	ui        *uiserver.Server
+	ui        *http.Server
 	lock      *os.File
 	frontend  string
 	uiURL     string
 	namespace string
+	apiKey    string
 }
 
 // FrontendAddr is the host:port SDK clients dial.
@@ -75,6 +76,11 @@ func (s *Server) UIURL() string { return s.uiURL }
 
 // Namespace is the namespace created at start.
 func (s *Server) Namespace() string { return s.namespace }
+
+// APIKey is the key this start's frontend admits as admin: clients send it
+// as `authorization: Bearer <key>` (the SDK's client.NewAPIKeyStaticCredentials,
+// with TLS disabled). It is also in APIKeyFile in the data directory.
+func (s *Server) APIKey() string { return s.apiKey }
 
 // FreePort returns a loopback TCP port that is free now.
 //
@@ -164,19 +170,40 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.srv, err = newServer(conf, cfg.LogLevel); err != nil {
+	uiKey, err := s.makeKeys(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if s.srv, err = newServer(conf, cfg.LogLevel, newKeyClaims(s.apiKey, uiKey)); err != nil {
 		return nil, err
 	}
 	if err := waitTCP(ctx, s.frontend, 30*time.Second); err != nil {
 		return nil, fmt.Errorf("embedded temporal: frontend: %w", err)
 	}
 	if cfg.UIAddr != "" && cfg.UIAddr != "off" {
-		if err := s.startUI(cfg.UIAddr, cfg.Namespace); err != nil {
+		if err := s.startUI(cfg.UIAddr, cfg.Namespace, uiKey); err != nil {
 			return nil, err
 		}
 	}
 	ok = true
 	return s, nil
+}
+
+// makeKeys makes this start's API key (kept in s and in the key file) and
+// the Web UI's key (returned, kept nowhere else).
+func (s *Server) makeKeys(dir string) (string, error) {
+	var err error
+	if s.apiKey, err = newKey(); err != nil {
+		return "", fmt.Errorf("embedded temporal: key: %w", err)
+	}
+	if err := writeKeyFile(dir, s.apiKey); err != nil {
+		return "", fmt.Errorf("embedded temporal: key file: %w", err)
+	}
+	uiKey, err := newKey()
+	if err != nil {
+		return "", fmt.Errorf("embedded temporal: key: %w", err)
+	}
+	return uiKey, nil
 }
 
 // lockDataDir makes the data dir and takes its lock: one server per data
@@ -233,10 +260,11 @@ func prepareStore(cfg Config) (*tconfig.SQL, error) {
 }
 
 // services gives each Temporal service its ports on loopback: the
-// frontend's is frontendPort, the others free ones.
+// frontend's is frontendPort, the others free ones. The internal frontend
+// serves the server's own callers (see auth.go).
 func services(frontendPort int) (map[string]tconfig.Service, error) {
 	out := map[string]tconfig.Service{}
-	for name, grpcPort := range map[string]int{"frontend": frontendPort, "history": 0, "matching": 0, "worker": 0} {
+	for name, grpcPort := range map[string]int{"frontend": frontendPort, "internal-frontend": 0, "history": 0, "matching": 0, "worker": 0} {
 		if grpcPort == 0 {
 			p, err := FreePort()
 			if err != nil {
@@ -284,7 +312,8 @@ func serverConfig(frontend string, port int, sqlCfg *tconfig.SQL) (*tconfig.Conf
 			History:    tconfig.HistoryArchival{State: "disabled"},
 			Visibility: tconfig.VisibilityArchival{State: "disabled"},
 		},
-		PublicClient: tconfig.PublicClient{HostPort: frontend},
+		// No public client: the server's own callers find the internal
+		// frontend through membership and call it over mutual TLS.
 		NamespaceDefaults: tconfig.NamespaceDefaults{Archival: tconfig.ArchivalNamespaceDefaults{
 			History:    tconfig.HistoryArchivalNamespaceDefaults{State: "disabled"},
 			Visibility: tconfig.VisibilityArchivalNamespaceDefaults{State: "disabled"},
@@ -292,23 +321,22 @@ func serverConfig(frontend string, port int, sqlCfg *tconfig.SQL) (*tconfig.Conf
 	}, nil
 }
 
-// newServer creates and starts the Temporal server.
-func newServer(conf *tconfig.Config, logLevel string) (temporal.Server, error) {
+// newServer creates and starts the Temporal server: the public frontend
+// authorizes callers by the roles claims gives them (the internal one
+// admits every caller that got through its mutual TLS).
+func newServer(conf *tconfig.Config, logLevel string, claims authorization.ClaimMapper) (temporal.Server, error) {
 	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: logLevel, Format: "json"}))
-	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
+	tlsProvider, err := newInternodeTLS()
 	if err != nil {
-		return nil, err
-	}
-	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("embedded temporal: %w", err)
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(conf),
-		temporal.ForServices(temporal.DefaultServices),
+		temporal.ForServices(append(slices.Clone(temporal.DefaultServices), "internal-frontend")),
 		temporal.WithLogger(logger),
-		temporal.WithAuthorizer(authorizer),
-		temporal.WithClaimMapper(func(*tconfig.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithTLSConfigFactory(tlsProvider),
+		temporal.WithAuthorizer(authorization.NewDefaultAuthorizer()),
+		temporal.WithClaimMapper(func(*tconfig.Config) authorization.ClaimMapper { return claims }),
 		temporal.WithDynamicConfigClient(dynamicConfig()),
 	)
 	if err != nil {
@@ -338,43 +366,6 @@ func clearMembership(dbPath string) error {
 	return nil
 }
 
-type uiConfig struct{ cfg *uiconfig.Config }
-
-func (p uiConfig) GetConfig() (*uiconfig.Config, error) { return p.cfg, nil }
-
-func (s *Server) startUI(addr, namespace string) error {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("temporal UI address %q: %w", addr, err)
-	}
-	if _, err := strconv.Atoi(portStr); err != nil {
-		return fmt.Errorf("temporal UI address %q: %w", addr, err)
-	}
-	// The UI server exits the process when it cannot listen: check first
-	// (and resolve port 0 to a free port).
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("temporal UI: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	addr = net.JoinHostPort(host, strconv.Itoa(port))
-	l.Close()
-	cfg := &uiconfig.Config{
-		TemporalGRPCAddress: s.frontend,
-		Host:                host,
-		Port:                port,
-		EnableUI:            true,
-		DefaultNamespace:    namespace,
-		DisableNewsFetch:    true,
-		HideLogs:            true,
-		CORS:                uiconfig.CORS{CookieInsecure: true},
-	}
-	s.ui = uiserver.NewServer(uioptions.WithConfigProvider(uiConfig{cfg}))
-	go func() { _ = s.ui.Start() }()
-	s.uiURL = "http://" + addr
-	return waitHTTP(s.uiURL, 15*time.Second)
-}
-
 func waitTCP(ctx context.Context, addr string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
@@ -390,25 +381,10 @@ func waitTCP(ctx context.Context, addr string, limit time.Duration) error {
 	}
 }
 
-func waitHTTP(url string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("temporal UI at %s did not answer: %w", url, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // Stop stops the UI and the server and releases the data directory.
 func (s *Server) Stop() error {
 	if s.ui != nil {
-		s.ui.Stop()
+		_ = s.ui.Close()
 	}
 	var err error
 	if s.srv != nil {
