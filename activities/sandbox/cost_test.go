@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -24,14 +25,17 @@ func BenchmarkExecCost(b *testing.B) {
 	}
 	cs := costSetups(b)
 	res := make([][]float64, len(cs))
+	cpu := make([][]float64, len(cs))
 	for s := -1; s < costSamples; s++ {
 		for i, c := range cs {
+			cpu0 := cpuMs()
 			ms, err := ExecCost(context.Background(), c.l, c.name, costExecs)
 			if err != nil {
 				b.Fatalf("%s: %v", c.label, err)
 			}
 			if s >= 0 { // the first round warms up
 				res[i] = append(res[i], ms)
+				cpu[i] = append(cpu[i], (cpuMs()-cpu0)/costExecs)
 			}
 		}
 	}
@@ -40,7 +44,8 @@ func BenchmarkExecCost(b *testing.B) {
 		s := slices.Clone(res[i])
 		slices.Sort(s)
 		med[i] = s[len(s)/2]
-		fmt.Printf("%-16s %6.2f ms per command (samples %.2f–%.2f)\n", c.label, med[i], s[0], s[len(s)-1])
+		slices.Sort(cpu[i])
+		fmt.Printf("%-16s %6.2f ms per command (samples %.2f–%.2f), CPU %.2f ms\n", c.label, med[i], s[0], s[len(s)-1], cpu[i][len(cpu[i])/2])
 		b.ReportMetric(med[i], c.metric)
 	}
 	fmt.Printf("isolation cost per command (bwrap − none): online %.2f ms, offline %.2f ms\n", med[0]-med[2], med[1]-med[3])
@@ -76,6 +81,17 @@ func costSetups(b *testing.B) []costSetup {
 	}
 	// bwrap online, bwrap offline, none online, none offline
 	return cs
+}
+
+// cpuMs is the CPU time (user and system) this process and its reaped
+// children have used, in milliseconds: less sensitive than wall time to
+// what else the machine runs.
+func cpuMs() float64 {
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	ms := func(tv syscall.Timeval) float64 { return float64(tv.Sec)*1000 + float64(tv.Usec)/1000 }
+	return ms(self.Utime) + ms(self.Stime) + ms(children.Utime) + ms(children.Stime)
 }
 
 // ExecCost runs `true` n times in a sandbox and returns the mean wall time
