@@ -118,8 +118,8 @@ func (n *sandboxNet) attachSlirp(env []string) error {
 		"--ready-fd=3", "--netns-type=path", "/proc/self/fd/4", "tap0")
 	slirp.ExtraFiles = []*os.File{readyW, n.ns}
 	slirp.Env = env
-	var serr bytes.Buffer
-	slirp.Stderr = &serr
+	serr := &headWriter{max: 4096} // it lives as long as the sandbox: keep its first words only
+	slirp.Stderr = serr
 	slirp.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	wait, err := startOnThread(slirp, nil)
 	readyW.Close()
@@ -128,17 +128,35 @@ func (n *sandboxNet) attachSlirp(env []string) error {
 	}
 	waitc := wait()
 	n.slirp = slirp.Process.Pid
+	var once sync.Once
 	n.stop = func() {
-		_ = slirp.Process.Kill()
-		<-waitc
+		once.Do(func() {
+			_ = slirp.Process.Kill()
+			<-waitc
+		})
 	}
 	_ = readyR.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if k, err := readyR.Read(make([]byte, 1)); k != 1 {
 		n.stop()
-		return fmt.Errorf("slirp4netns: %v: %s", err, strings.TrimSpace(serr.String()))
+		return fmt.Errorf("slirp4netns: %v: %s", err, strings.TrimSpace(serr.String())) // its output is complete once it is waited for
 	}
 	return nil
 }
+
+// headWriter keeps the first max bytes written to it.
+type headWriter struct {
+	max int
+	buf bytes.Buffer
+}
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	if room := w.max - w.buf.Len(); room > 0 {
+		w.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (w *headWriter) String() string { return w.buf.String() }
 
 // blockHost makes the private ranges and every address the host has now
 // unreachable in the namespace (once each).
@@ -179,8 +197,10 @@ func (n *sandboxNet) blockHost() error {
 }
 
 // close ends slirp4netns and lets the namespace go (with the last process
-// in it).
+// in it). It waits for a blockHost under way (which passes n.ns to nsenter).
 func (n *sandboxNet) close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	n.stop()
 	if n.ns != nil {
 		n.ns.Close()
@@ -355,7 +375,17 @@ func startOnThread(cmd *exec.Cmd, ns *os.File) (wait func() <-chan error, err er
 	}, nil
 }
 
-// setns moves the calling thread into the network namespace ns.
+// setns moves the calling thread into the network namespace ns. The
+// descriptor is used under the file's reference (Control): a Close
+// meanwhile cannot let its number name another file.
 func setns(ns *os.File) error {
-	return unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET)
+	rc, err := ns.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.Setns(int(fd), unix.CLONE_NEWNET) }); err != nil {
+		return err
+	}
+	return serr
 }
