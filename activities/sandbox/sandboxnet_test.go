@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/linefactory/linefactory/manifests"
 )
 
 // netOf is the network namespace a command of the sandbox runs in, and the
@@ -111,5 +113,39 @@ func TestSandboxNetRemade(t *testing.T) {
 	}
 	if _, err := os.Stat(l.dir(sb.Name)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSandboxNetAcrossLifecycle: an isolated sandbox keeps its network
+// through a pause and the resume a command triggers; one provisioned from
+// its snapshot gets a namespace of its own, as closed off; deleting the
+// first leaves the second working.
+func TestSandboxNetAcrossLifecycle(t *testing.T) {
+	l := newIsolated(t)
+	ctx := context.Background()
+	sb := acquire(t, l, Spec{Name: "life", InternetEnabled: true, Lifecycle: &manifests.Lifecycle{AutoResume: "on_activity"}})
+	if res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{"echo kept > f"}}); res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, out)
+	}
+	first, routes := netOf(t, l, ExecRequest{Sandbox: sb.Name})
+	if err := l.Pause(ctx, sb.Name); err != nil {
+		t.Fatal(err)
+	}
+	if again, routes2 := netOf(t, l, ExecRequest{Sandbox: sb.Name}); again != first || routes2 != routes {
+		t.Fatalf("after pause and resume: %s %q, before %s %q", again, routes2, first, routes)
+	}
+	if _, err := l.Snapshot(ctx, sb.Name, "life-snap"); err != nil {
+		t.Fatal(err)
+	}
+	copied := acquire(t, l, Spec{Name: "life-copy", InternetEnabled: true, SnapshotName: "life-snap"})
+	if err := l.Delete(ctx, sb.Name); err != nil {
+		t.Fatal(err)
+	}
+	ns, routes3 := netOf(t, l, ExecRequest{Sandbox: copied.Name})
+	if ns == first || routes3 != routes {
+		t.Fatalf("the snapshot's sandbox: %s %q, the original %s %q", ns, routes3, first, routes)
+	}
+	if res, out := run(t, l, ExecRequest{Sandbox: copied.Name, Argv: []string{"cat f"}}); res.ExitCode != 0 || strings.TrimSpace(out) != "kept" {
+		t.Fatalf("exit %d: %q", res.ExitCode, out)
 	}
 }
