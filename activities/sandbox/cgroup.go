@@ -204,6 +204,10 @@ func killCgroup(dir string, v2 bool) {
 		_ = os.WriteFile(freezer, []byte("FROZEN"), 0o644)
 	}
 	deadline := time.Now().Add(5 * time.Second)
+	// A killed process leaves its group within microseconds to a few
+	// milliseconds (bwrap's init outlives the command it reports on by
+	// about that): look again soon, then less often.
+	pause := 100 * time.Microsecond
 	for {
 		pids := groupPids(dir)
 		for _, pid := range pids {
@@ -215,7 +219,8 @@ func killCgroup(dir string, v2 bool) {
 		if len(pids) == 0 && removeTree(dir) == nil || time.Now().After(deadline) {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, 10*time.Millisecond)
 		if freezer != "" {
 			_ = os.WriteFile(freezer, []byte("FROZEN"), 0o644)
 		}

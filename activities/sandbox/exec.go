@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,6 +37,7 @@ type execPlan struct {
 	insideDir string   // the working directory as the command sees it
 	env       []string
 	offline   bool
+	services  int         // how many worker Services it reaches
 	outputs   [][2]string // output files: where they go on the host, where the command wrote them
 	binds     [][2]string // host directory, where the command sees it
 	readOnly  []string    // host files seen read-only at their path
@@ -62,6 +62,7 @@ func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	if err != nil {
 		return ExecResult{}, err
 	}
+	p.services = len(req.Services)
 	stopServices, err := l.serveServices(sb, p, req.Services)
 	if err != nil {
 		return ExecResult{}, err
@@ -205,62 +206,78 @@ func lookPath(name, dir, pathList string) (string, error) {
 
 // running is a started command.
 type running struct {
-	cmd    *exec.Cmd
-	group  *execGroup // nil when the host has no cgroups
-	waitc  <-chan error
-	outR   *os.File
-	errR   *os.File
-	copied chan struct{}
-	net    *exec.Cmd // slirp4netns, when online under isolation
-	start  time.Time
+	cmd     *exec.Cmd
+	group   *execGroup // nil when the host has no cgroups
+	waitc   <-chan error
+	outR    *os.File
+	errR    *os.File
+	copied  chan struct{}
+	netDone func() // releases its network namespace
+	start   time.Time
 }
 
 // start starts the command in its cgroup and copies its output.
 func (l *Local) start(sb Sandbox, p *execPlan) (*running, error) {
-	r := &running{start: time.Now()}
+	r := &running{start: time.Now(), netDone: func() {}}
+	n, netDone, err := l.joinNet(sb, p, p.services)
+	if err != nil {
+		return nil, errorf(CodeProvisioningFailed, err, "give the sandbox its network")
+	}
+	r.netDone = netDone
 	l.cgmu.Lock()
 	g, err := makeExecGroup(sb, "x"+l.owner+"-"+strconv.FormatInt(execSeq.Add(1), 10))
 	l.cgmu.Unlock()
 	if err != nil {
 		g.kill()
+		netDone()
 		return nil, errorf(CodeExecFailed, err, "apply the sandbox's limits to %q", p.argv[0])
 	}
 	if len(g.dirs) > 0 {
 		r.group = g
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, errorf(CodeExecFailed, err, "pipe")
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, errorf(CodeExecFailed, err, "pipe")
-	}
-	r.outR, r.errR = outR, errR
-	if l.isolated() {
-		err = l.startIsolated(sb, p, r, outW, errW)
-	} else {
-		err = startHost(p, r, outW, errW)
-	}
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
+	if err := l.startIn(sb, p, r, n); err != nil {
 		if r.group != nil {
 			r.group.kill()
 		}
+		netDone()
 		return nil, err
 	}
 	l.track(sb.Name, r.cmd.Process.Pid, true)
 	return r, nil
 }
 
+// startIn starts the command in the network namespace n (nil: the host's)
+// with its output piped to r.
+func (l *Local) startIn(sb Sandbox, p *execPlan, r *running, n *sandboxNet) error {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return errorf(CodeExecFailed, err, "pipe")
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return errorf(CodeExecFailed, err, "pipe")
+	}
+	r.outR, r.errR = outR, errR
+	if l.isolated() {
+		err = l.startIsolated(sb, p, r, n, outW, errW)
+	} else {
+		err = startHost(p, r, n, outW, errW)
+	}
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+	}
+	return err
+}
+
 // startHost starts a command on the host (isolation none): its own process
-// group, a network namespace when offline, its cgroup joined by a shim.
-func startHost(p *execPlan, r *running, stdout, stderr *os.File) error {
+// group, the sandbox's network namespace when offline, its cgroup joined by
+// a shim.
+func startHost(p *execPlan, r *running, n *sandboxNet, stdout, stderr *os.File) error {
 	argv := p.argv
 	if r.group != nil && !r.group.v2 {
 		argv = shim(r.group.procsFiles(), argv)
@@ -269,7 +286,7 @@ func startHost(p *execPlan, r *running, stdout, stderr *os.File) error {
 	if argv[0] == p.argv[0] {
 		path = p.path
 	}
-	// Pdeathsig kills the command when the worker dies (see startOffline
+	// Pdeathsig kills the command when the worker dies (see startOnThread
 	// for why the forking thread is pinned).
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: p.dir, Env: p.env, Stdout: stdout, Stderr: stderr,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
@@ -279,23 +296,21 @@ func startHost(p *execPlan, r *running, stdout, stderr *os.File) error {
 	}
 	defer closeFD()
 	r.cmd = cmd
-	if p.offline {
-		wait, err := startOffline(cmd)
-		if err != nil {
-			return errorf(CodeProvisioningFailed, err, "start %q in a network namespace", p.argv[0])
-		}
-		r.waitc = wait()
-		return nil
+	return startOn(cmd, n, r, p.argv[0])
+}
+
+// startOn starts cmd in n (nil: the host's network) from a thread of its
+// own (startOnThread) and lets r wait for it.
+func startOn(cmd *exec.Cmd, n *sandboxNet, r *running, name string) error {
+	var ns *os.File
+	if n != nil {
+		ns = n.ns
 	}
-	goruntime.LockOSThread()
-	err = cmd.Start()
-	goruntime.UnlockOSThread()
+	wait, err := startOnThread(cmd, ns)
 	if err != nil {
-		return errorf(CodeExecFailed, err, "start %q", p.argv[0])
+		return errorf(CodeExecFailed, err, "start %q", name)
 	}
-	waitc := make(chan error, 1)
-	go func() { waitc <- cmd.Wait() }()
-	r.waitc = waitc
+	r.waitc = wait()
 	return nil
 }
 
@@ -431,10 +446,7 @@ func (r *running) copyOutput(stdout, stderr io.Writer) {
 // release forgets a finished command and removes its cgroups (and the
 // sandbox's when no other command runs in it).
 func (l *Local) release(sb Sandbox, r *running) {
-	if r.net != nil {
-		_ = r.net.Process.Kill()
-		_ = r.net.Wait()
-	}
+	r.netDone()
 	l.track(sb.Name, r.cmd.Process.Pid, false)
 	l.cgmu.Lock()
 	defer l.cgmu.Unlock()

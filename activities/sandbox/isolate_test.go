@@ -173,3 +173,25 @@ func TestIsolatedReadOnlyHarnessFile(t *testing.T) {
 		t.Fatalf("the harness file is writable: %s", out)
 	}
 }
+
+// TestIsolatedNoCapabilities: a step, as the default user or as root of its
+// user namespace, has no capability and no way to gain one by exec, and
+// can neither mount nor write the system view.
+func TestIsolatedNoCapabilities(t *testing.T) {
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "caps"})
+	for _, user := range []string{"", "root"} {
+		res, out := run(t, l, ExecRequest{Sandbox: sb.Name, User: user, Argv: []string{
+			`grep -E '^(CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs):' /proc/self/status; ` +
+				`mount -t tmpfs x /workspace 2>/dev/null && echo MOUNTED; touch /etc/x 2>/dev/null && echo WROTE-ETC; true`}})
+		if res.ExitCode != 0 || strings.Contains(out, "MOUNTED") || strings.Contains(out, "WROTE-ETC") {
+			t.Fatalf("user %q: exit %d\n%s", user, res.ExitCode, out)
+		}
+		for _, want := range []string{"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
+			"CapAmb:\t0000000000000000", "NoNewPrivs:\t1"} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("user %q: %q missing:\n%s", user, want, out)
+			}
+		}
+	}
+}

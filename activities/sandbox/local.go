@@ -49,6 +49,9 @@ type Local struct {
 	building map[string]bool         // sandboxes being provisioned now
 	owner    string                  // marks step processes as this process's
 
+	netmu sync.Mutex
+	nets  map[string]*netEntry // sandbox name → its commands' network namespace
+
 	// Snapshots is the shared snapshot storage; nil keeps archives in
 	// <root>/snapshots (one worker).
 	Snapshots *Snapshots
@@ -82,7 +85,7 @@ func NewLocalWith(dir string, o Options) (*Local, error) {
 	}
 	_ = os.Chmod(abs, 0o700)
 	sum := sha256.Sum256([]byte(abs))
-	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, building: map[string]bool{},
+	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, building: map[string]bool{}, nets: map[string]*netEntry{},
 		groupPrefix: hex.EncodeToString(sum[:4]), owner: processID(os.Getpid()), isolation: o.Isolation}, nil
 }
 
@@ -236,6 +239,7 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 	fail := func(err error) (Sandbox, error) {
 		l.signalAll(name, syscall.SIGKILL)
 		removeCgroups(sb)
+		l.dropNet(name)
 		_ = os.RemoveAll(l.dir(name))
 		if ctx.Err() != nil {
 			return Sandbox{}, ctx.Err()
@@ -521,6 +525,7 @@ func (l *Local) Delete(_ context.Context, name string) error {
 	l.cgmu.Lock()
 	removeCgroups(sb)
 	l.cgmu.Unlock()
+	l.dropNet(name)
 	if err := os.RemoveAll(l.dir(name)); err != nil {
 		return errorf(CodeFileOperation, err, "delete sandbox %q", name)
 	}

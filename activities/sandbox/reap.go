@@ -24,9 +24,11 @@ func (l *Local) busy(name string) bool {
 // seconds: pause_after_idle pauses a running sandbox idle (no command
 // running, none finished) that long; pause_after pauses a running sandbox
 // that old; delete_after deletes a sandbox idle that long, paused or not.
-// A sandbox running a command is never reaped.
+// A sandbox running a command is never reaped. The network namespace of a
+// sandbox no command has used for netIdle is dropped (made again on use).
 func (l *Local) Reap(ctx context.Context, now time.Time) (ReapReport, error) {
 	var rep ReapReport
+	l.dropIdleNets(now)
 	entries, err := os.ReadDir(filepath.Join(l.root, "sandboxes"))
 	if err != nil {
 		return rep, errorf(CodeFileOperation, err, "list sandboxes")

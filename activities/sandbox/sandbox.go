@@ -10,6 +10,12 @@
 //     internet through slirp4netns, never the host's loopback, addresses or
 //     private ranges. Without a host that can isolate, NewLocal fails;
 //     IsolationNone is the operator's explicit choice.
+//   - A sandbox's commands share its network namespace, made (slirp4netns
+//     attached, routes added) on first use and held by an open descriptor
+//     of this process only: it dies with the worker, Delete and Reap (idle)
+//     drop it, the next command makes it again. It belongs to the host's
+//     user namespace, so no step can change it. Commands reaching Services,
+//     and the network asked for in an offline sandbox, get one of their own.
 //   - The only way out of an isolated command is what its caller asks for
 //     in ExecRequest.Services: each a handler of the worker, served on a
 //     socket of that command's own (0600, the sandbox's uid) and reached on

@@ -15,7 +15,7 @@ import (
 // reach, and nothing else of the host with it: the driver serves Handler
 // on a Unix socket of its own for that command (0600, owned by the
 // sandbox's host user), binds it into the sandbox at /run/svc/<Name>.sock,
-// and a forwarder (socat) in the sandbox's network namespace listens on
+// and a forwarder (socat) in the command's own network namespace listens on
 // 127.0.0.1:Port and passes each connection to the socket. It works
 // online and offline; the forwarder ends with the command. Without
 // isolation the command is on the host and Services are not served.

@@ -165,6 +165,7 @@ func BenchmarkIssue14(b *testing.B) {
 		e.reads(dsn)
 		stop()
 	}
+	e.isolationCost()
 	e.print()
 }
 

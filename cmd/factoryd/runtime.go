@@ -31,6 +31,7 @@ type runtime struct {
 	client    client.Client
 	workers   *workerSet
 	snapshots *sandbox.Snapshots
+	sandboxes *sandbox.Local // the worker's driver (its sandbox networks)
 	// statusAttribute: the namespace has LinefactoryStatus (routing.go).
 	statusAttribute bool
 }
@@ -96,6 +97,7 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 			return nil, err
 		}
 		drv.Snapshots = rt.snapshots
+		rt.sandboxes = drv
 		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates, Agents: cfg.Agents,
 			Inference: cfg.Inference, Knowledge: st, InferenceTokens: st}
 		if rt.workers, err = startWorkers(ctx, cfg, c, st, acts, logger); err != nil {
@@ -112,6 +114,9 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 // Close stops the worker, the client and the embedded server.
 func (rt *runtime) Close() {
 	rt.workers.stop()
+	if rt.sandboxes != nil {
+		rt.sandboxes.Close()
+	}
 	if rt.client != nil {
 		rt.client.Close()
 	}
