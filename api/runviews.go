@@ -138,9 +138,6 @@ func stepResponse(e store.StepTimelineEntry) StepResponse {
 		Attempt: e.Attempt, Attempts: convert(e.Attempts, func(a store.StepAttempt) StepAttemptResponse { return StepAttemptResponse(a) })}
 }
 
-func jobRunResponses(runs []store.JobRun) []JobRunResponse { return convert(runs, jobRunResponse) }
-func jobRunSummaries(runs []store.JobRun) []JobRunSummary  { return convert(runs, jobRunSummary) }
-
 // ---------------------------------------------------------------- line runs
 
 // LineRunFields are the members every shape of a line run has.
@@ -368,9 +365,6 @@ func lineRunResponse(r store.LineRun) LineRunResponse {
 				DecisionResponse: DecisionResponse(t.AgenticDecision)}
 		})}
 }
-
-func lineRunListItems(runs []store.LineRun) []LineRunListItem { return convert(runs, lineRunListItem) }
-func lineRunSummaries(runs []store.LineRun) []LineRunSummary  { return convert(runs, lineRunSummary) }
 
 // convert maps a slice, keeping nil nil (null) and empty empty ([]).
 func convert[S, D any](in []S, f func(S) D) []D {
