@@ -267,3 +267,23 @@ func TestRunSummaryDropsWhatTheTypesLeaveOut(t *testing.T) {
 		t.Fatalf("JobRunResponse has %v beyond JobRunSummary; summarizeRun drops %v", extra, want)
 	}
 }
+
+// TestRunSchemasDescribeTheResponseTypes: every member the OpenAPI
+// document gives a run schema is a member of its response type (the type
+// is the definition; the document may leave members out, not invent them).
+func TestRunSchemasDescribeTheResponseTypes(t *testing.T) {
+	s := New(Config{}, nil)
+	doc, err := s.OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, view := range map[string]any{"JobRun": jobRunResponse(richJobRun()), "JobRunSummary": jobRunSummary(richJobRun()),
+		"LineRun": lineRunResponse(richLineRun())} {
+		members := decodeView(t, view)
+		for prop := range doc.Components.Schemas[name].Value.Properties {
+			if _, ok := members[prop]; !ok {
+				t.Errorf("the OpenAPI schema %s has %q, which its response type has not", name, prop)
+			}
+		}
+	}
+}
