@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,13 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/driver/postgres"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
-
 	"github.com/linefactory/linefactory/cmd/internal/embedded"
 	"github.com/linefactory/linefactory/internal/testwait"
 	"github.com/linefactory/linefactory/manifests/manifesttest"
+	"github.com/linefactory/linefactory/store/storetest"
 )
 
 // scaleCluster is one API process and some worker processes sharing a
@@ -54,28 +50,7 @@ func scaleStore(t testing.TB) string {
 		t.Log("FACTORY_TEST_POSTGRES_DSN is unset: the processes share a SQLite file")
 		return filepath.Join(t.TempDir(), "factory.db")
 	}
-	schema := fmt.Sprintf("scale_%d_%d", time.Now().UnixNano(), os.Getpid())
-	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
-	if err != nil {
-		t.Fatalf("connect to PostgreSQL: %v", err)
-	}
-	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		if db, err := admin.DB(); err == nil {
-			_ = db.Close()
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return storetest.FreshSchema(t, dsn, "scale")
 }
 
 func startScaleCluster(t testing.TB, workers int, extraEnv ...string) *scaleCluster {
