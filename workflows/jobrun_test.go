@@ -142,14 +142,24 @@ func parseJob(t *testing.T, src string) manifests.JobManifest {
 	return *m
 }
 
-// trueStep is a step that succeeds.
-const trueStep = `exec = ["true"]`
+// Parts of oneTask jobs: steps, a head and a tail.
+const (
+	trueStep     = `exec = ["true"]`
+	sleep30      = `exec = ["sleep", "30"]`
+	runTimeout1s = "[run]\ntimeout = \"1s\""
+	intOutputN   = "[outputs.n]\ntype = \"integer\""
+)
 
-// oneTask is job x with one task "a" of these steps; head is the job's
+// oneTaskTOML is job x with one task "a" of these steps; head is the job's
 // [run] tables, tail what follows the task.
+func oneTaskTOML(head, tail string, steps ...string) string {
+	return manifesttest.Job("one-task", map[string]any{"head": head, "tail": tail, "steps": steps})
+}
+
+// oneTask is oneTaskTOML parsed.
 func oneTask(t *testing.T, head, tail string, steps ...string) manifests.JobManifest {
 	t.Helper()
-	return parseJob(t, manifesttest.Job("one-task", map[string]any{"head": head, "tail": tail, "steps": steps}))
+	return parseJob(t, oneTaskTOML(head, tail, steps...))
 }
 
 func loadExample(t *testing.T, name string) manifests.JobManifest {
@@ -231,11 +241,11 @@ func TestJobRunFailures(t *testing.T) {
 	}{
 		{"fail_fast stops the next task", manifesttest.Job("fail-fast"), "failed", "EXEC_FAILED", "config", []string{"failed", "skipped", "skipped"}},
 		{"fail_fast off runs the other task", manifesttest.Job("fail-fast-off"), "failed", "EXEC_FAILED", "config", []string{"failed", "succeeded"}},
-		{"step timeout", manifesttest.Job("step-timeout"), "failed", "TIMEOUT", "config", []string{"timed_out"}},
-		{"output contract", manifesttest.Job("output-not-integer"), "failed", "OUTPUT_INVALID", "contract", []string{"failed"}},
-		{"required output missing", manifesttest.Job("output-missing"), "failed", "OUTPUT_MISSING", "contract", []string{"succeeded"}},
-		{"reuse of a missing sandbox", manifesttest.Job("reuse-missing-sandbox"), "failed", "SANDBOX_NOT_FOUND", "infra", []string{"failed"}},
-		{"run_agent without a configured harness", manifesttest.Job("agent-without-harness"), "failed", "HARNESS_NOT_CONFIGURED", "config", []string{"failed"}},
+		{"step timeout", oneTaskTOML("", "", sleep30+"\ntimeout = 1"), "failed", "TIMEOUT", "config", []string{"timed_out"}},
+		{"output contract", oneTaskTOML("", intOutputN, `exec = ["sh", "-c", "echo 'n=notanumber' >> $SVC_OUTPUT"]`+"\n"+`outputs = ["n"]`), "failed", "OUTPUT_INVALID", "contract", []string{"failed"}},
+		{"required output missing", oneTaskTOML("", intOutputN, trueStep+"\n"+`outputs = ["n"]`), "failed", "OUTPUT_MISSING", "contract", []string{"succeeded"}},
+		{"reuse of a missing sandbox", oneTaskTOML("[run.sandbox]\nmode = \"reuse\"\nname = \"nope\"", "", trueStep), "failed", "SANDBOX_NOT_FOUND", "infra", []string{"failed"}},
+		{"run_agent without a configured harness", oneTaskTOML("", "", `run_agent = { mode = "exec", harness = "custom", command = ["true"] }`), "failed", "HARNESS_NOT_CONFIGURED", "config", []string{"failed"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -260,7 +270,7 @@ func TestJobRunFailures(t *testing.T) {
 
 func TestJobRunTimeout(t *testing.T) {
 	f := newFixture(t)
-	res, rec := f.run(t, parseJob(t, manifesttest.Job("run-timeout")), nil, nil)
+	res, rec := f.run(t, oneTask(t, runTimeout1s, "", sleep30), nil, nil)
 	if res.Status != run.TimedOut || rec.Status != run.TimedOut {
 		t.Fatalf("status %s / %s, want timed_out", res.Status, rec.Status)
 	}
@@ -291,7 +301,7 @@ func TestJobRunFanoutConcurrency(t *testing.T) {
 
 func TestJobRunCancel(t *testing.T) {
 	f := newFixture(t)
-	m := parseJob(t, manifesttest.Job("sleep-then-true"))
+	m := oneTask(t, "", "", `exec = ["sleep", "600"]`, trueStep)
 	start := time.Now()
 	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(env.CancelWorkflow, 500*time.Millisecond)
@@ -333,7 +343,7 @@ func TestJobRunStoppedBeforeStart(t *testing.T) {
 
 func TestJobRunTimeoutMarksTheRunningStep(t *testing.T) {
 	f := newFixture(t)
-	_, rec := f.run(t, parseJob(t, manifesttest.Job("run-timeout-two-steps")), nil, nil)
+	_, rec := f.run(t, oneTask(t, runTimeout1s, "", sleep30, trueStep), nil, nil)
 	if rec.Status != run.TimedOut || timeline(rec) != "timed_out,skipped" {
 		t.Fatalf("status %s timeline %s, want timed_out with timed_out,skipped", rec.Status, timeline(rec))
 	}
