@@ -17,6 +17,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities/sandbox"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
@@ -268,20 +269,7 @@ func TestStoppedRunIsCharged(t *testing.T) {
 // TestMissingOutputNamesItsStep: a required output its claiming step did not
 // write fails the run naming that step.
 func TestMissingOutputNamesItsStep(t *testing.T) {
-	m, err := manifests.ParseJob([]byte(`
-[job]
-name = "j"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-name = "w"
-exec = ["true"]
-outputs = ["x", "y"]
-[outputs.x]
-type = "integer"
-[outputs.y]
-type = "integer"
-`), manifests.FormatTOML)
+	m, err := manifests.ParseJob([]byte(manifesttest.Job("two-outputs-unwritten")), manifests.FormatTOML)
 	if err != nil {
 		t.Fatal(err)
 	}

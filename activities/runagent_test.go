@@ -13,6 +13,7 @@ import (
 	"github.com/linefactory/linefactory/activities/sandbox"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/agentconf"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
@@ -69,32 +70,7 @@ func (f *agentStoreFake) PutSandboxSession(_ context.Context, sb, name, id strin
 	return nil
 }
 
-const agentJobManifest = `
-[job]
-name = "agents"
-[job.params.ticket]
-type = "string"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-name = "first"
-run_agent = { mode = "session", harness = "agent_a", session = "main", prompt = { type = "literal", value = "Fix {{ticket}}" }, knowledge = [{ slug = "guide" }], mcp = [{ key = "tracker", url = "http://127.0.0.1:9/mcp" }] }
-outputs = ["summary"]
-[[run.tasks.steps]]
-name = "second"
-run_agent = { mode = "session", harness = "agent_a", model = "cheap", session = "main", prompt = { type = "literal", value = "unused" }, resume_prompt = { type = "knowledge", slug = "resume" } }
-outputs = ["again"]
-[[run.tasks.steps]]
-name = "tool"
-run_agent = { mode = "exec", harness = "custom", command = ["sh", "-c", "echo 'note=\"n-{{ticket}}\"' >> $SVC_OUTPUT; echo '{\"model\":\"x\",\"input_tokens\":5}' > $SVC_USAGE; echo \"$SVC_HARNESS $SVC_STEP $CUSTOM_ENV\" > env.txt"] }
-outputs = ["note"]
-[outputs.summary]
-type = "string"
-[outputs.again]
-type = "string"
-[outputs.note]
-type = "string"
-`
+var agentJobManifest = manifesttest.Job("agent-session")
 
 func agentFixture(t *testing.T) (*Activities, *runStore, *agentStoreFake, manifests.JobManifest) {
 	t.Helper()

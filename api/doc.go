@@ -13,6 +13,10 @@
 //     store.ErrNotFound is 404 NOT_FOUND, store.ErrConflict is 409
 //     INVALID_REQUEST, anything else is logged and answered 500
 //     INTERNAL_ERROR with a generic message.
+//   - runs are answered as the response types of runviews.go (job runs,
+//     steps, line runs, stage visits, transitions, decisions, manager
+//     turns), built from store records there only; GET by id serves the
+//     stored document, which is their encoding (runviews_test.go).
 //   - runs start through the Runs interface (the workflow engine); api
 //     never imports activities, and uses the run vocabulary (manifests/run)
 //     for statuses, failure codes and domains, and Config.Now as its clock.

@@ -5,24 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/workflows"
 )
 
-const scheduledJob = `
-[job]
-name = "tick"
-
-[job.params.who]
-type = "string"
-default = "world"
-
-[[run.tasks]]
-name = "t"
-
-[[run.tasks.steps]]
-name = "s"
-exec = ["echo", "{{who}}"]
-`
+var scheduledJob = manifesttest.Job("scheduled")
 
 // TestJobDeployKeepsScheduleInStep: a job version with [schedule] has the
 // engine fire it for that version (again on an identical redeploy, to

@@ -6,44 +6,15 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 )
 
 // flagJob has a bindable param mode (an enum) and a required level.
-const flagJob = `[job]
-name = "flag"
-
-[job.params.mode]
-type = "string"
-enum = ["pass", "fail"]
-description = "How the check ends."
-
-[job.params.level]
-type = "integer"
-required = true
-
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-exec = ["sh", "-c", "echo {{mode}} {{level}}; echo 'passed=true' >> $SVC_OUTPUT"]
-outputs = ["passed"]
-
-[outputs.passed]
-type = "boolean"
-`
+var flagJob = manifesttest.Job("flag")
 
 // countJob has a param mode of another type than flag's.
-const countJob = `[job]
-name = "count"
-
-[job.params.mode]
-type = "integer"
-default = 1
-
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-exec = ["sh", "-c", "echo {{mode}}"]
-`
+var countJob = manifesttest.Job("count")
 
 func (h *harness) deployJobTOML(t *testing.T, name, manifest string) {
 	t.Helper()
@@ -244,19 +215,7 @@ func TestScheduleInputsValidated(t *testing.T) {
 }
 
 // needsJob has a required param req no line binds in TestLineFillByNameInputs.
-const needsJob = `[job]
-name = "needs"
-
-[job.params.req]
-type = "string"
-required = true
-description = "Filled by name."
-
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-exec = ["sh", "-c", "echo {{req}}"]
-`
+var needsJob = manifesttest.Job("needs")
 
 // TestLineFillByNameInputs: a later stage's job param no transition into
 // it binds is filled from the run param of that name, so it is an (optional)

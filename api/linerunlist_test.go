@@ -13,7 +13,7 @@ import (
 )
 
 // TestLineRunListItems: the items the store cuts out of the stored
-// documents are the runs as lineRunJSON renders list items (no details, no
+// documents are the runs as LineRunListItem shows them (no details, no
 // webhook body), newest first.
 func TestLineRunListItems(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *store.Store) {
@@ -48,11 +48,7 @@ func TestLineRunListItems(t *testing.T) {
 		}
 		var want []map[string]any
 		for i := len(runs) - 1; i >= 0; i-- {
-			m, err := lineRunJSON(runs[i], false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want = append(want, m)
+			want = append(want, decodeView(t, lineRunListItem(runs[i])))
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("list items\n got %v\nwant %v", got, want)

@@ -29,34 +29,6 @@ type LineRunStore interface {
 	FindLineRunsByDelivery(ctx context.Context, source, deliveryID string) ([]store.LineRun, error)
 }
 
-// lineRunDetailFields are the keys of a line run that only single-run
-// responses carry.
-var lineRunDetailFields = []string{"transitions", "stage_outputs", "workflow_id", "retry_of", "stop_reason"}
-
-// lineRunJSON renders a line run; list items leave out the details and the
-// raw webhook body of the trigger payload.
-func lineRunJSON(r store.LineRun, detail bool) (map[string]any, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	if !detail {
-		for _, k := range lineRunDetailFields {
-			delete(m, k)
-		}
-		if trig, ok := m["trigger"].(map[string]any); ok {
-			if payload, ok := trig["payload"].(map[string]any); ok {
-				delete(payload, "body")
-			}
-		}
-	}
-	return m, nil
-}
-
 // resolveStageJobs loads the job version every stage runs now.
 func (s *Server) resolveStageJobs(ctx context.Context, m manifests.LineManifest) (map[string]workflows.StageJob, error) {
 	jobs, err := manifests.ResolveStageJobs(m, store.JobVersionLoader(ctx, s.store))
@@ -107,11 +79,7 @@ func (s *Server) startLineRun(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := lineRunJSON(rec, true)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusCreated, out)
+	c.JSON(http.StatusCreated, lineRunResponse(rec))
 	return nil
 }
 
@@ -240,8 +208,9 @@ func (s *Server) listLineRuns(c *gin.Context) error {
 	if _, err := s.store.GetLine(ctx, c.Param("name")); err != nil {
 		return err
 	}
-	// The store cuts the details out of each stored document: the items
-	// are passed on without being decoded.
+	// The store cuts the details out of each stored document, which makes
+	// it a LineRunListItem's JSON (runviews_test.go): the items are passed
+	// on without being decoded.
 	runs, err := s.store.ListLineRunsJSON(ctx, store.LineRunFilter{LineName: c.Param("name"), Limit: limit, Offset: offset})
 	if err != nil {
 		return err
@@ -266,7 +235,8 @@ func jsonArray(items []json.RawMessage) []byte {
 	return append(out, ']')
 }
 
-// getLineRun answers with the stored run document as is (the detail shape).
+// getLineRun answers with the stored run document as is: it is the
+// LineRunResponse's JSON already (runviews_test.go).
 func (s *Server) getLineRun(c *gin.Context) error {
 	doc, err := s.store.GetLineRunJSON(c.Request.Context(), c.Param("run_id"))
 	if err != nil {
@@ -325,11 +295,7 @@ func (s *Server) stopLineRun(c *gin.Context) error {
 			}
 		}
 	}
-	out, err := lineRunJSON(r, true)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusAccepted, out)
+	c.JSON(http.StatusAccepted, lineRunResponse(r))
 	return nil
 }
 
@@ -438,11 +404,7 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 	if err := s.dispatchLineRun(ctx, in); err != nil {
 		return err
 	}
-	out, err := lineRunJSON(created, true)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusAccepted, out)
+	c.JSON(http.StatusAccepted, lineRunResponse(created))
 	return nil
 }
 

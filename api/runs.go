@@ -113,7 +113,7 @@ func (s *Server) startJobRun(c *gin.Context) error {
 		})
 		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the run %s", id)
 	}
-	c.JSON(http.StatusCreated, rec)
+	c.JSON(http.StatusCreated, jobRunResponse(rec))
 	return nil
 }
 
@@ -134,11 +134,12 @@ func (s *Server) listJobRuns(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeRunList(c, runs)
+	return writeJobRuns(c, runs)
 }
 
-// getJobRun answers with the stored run document as is: it is the run's
-// JSON already, so it is neither decoded nor encoded again.
+// getJobRun answers with the stored run document as is: it is the
+// JobRunResponse's JSON already (runviews_test.go), so it is neither decoded
+// nor encoded again.
 func (s *Server) getJobRun(c *gin.Context) error {
 	doc, err := s.store.GetJobRunJSON(c.Request.Context(), c.Param("run_id"))
 	if err != nil {
@@ -166,7 +167,7 @@ func (s *Server) stopJobRun(c *gin.Context) error {
 		return httpError(http.StatusNotFound, CodeNotFound, "job run %q is not a run of job %q", r.ID, c.Param("name"))
 	}
 	if run.JobRun.Terminal(r.Status) {
-		c.JSON(http.StatusAccepted, r) // stopping a finished run changes nothing
+		c.JSON(http.StatusAccepted, jobRunResponse(r)) // stopping a finished run changes nothing
 		return nil
 	}
 	if s.cfg.Runs == nil {
@@ -193,7 +194,7 @@ func (s *Server) stopJobRun(c *gin.Context) error {
 		// The engine refuses to cancel a workflow that has just completed:
 		// the run is then final (or about to be), and the stop is moot.
 		if cur, gerr := s.store.GetJobRun(ctx, r.ID); gerr == nil && run.JobRun.Terminal(cur.Status) {
-			c.JSON(http.StatusAccepted, cur)
+			c.JSON(http.StatusAccepted, jobRunResponse(cur))
 			return nil
 		}
 		s.log.Warn("cancel job run", "run_id", r.ID, "error", err.Error())
@@ -211,7 +212,7 @@ func (s *Server) answerStop(c *gin.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusAccepted, r)
+	c.JSON(http.StatusAccepted, jobRunResponse(r))
 	return nil
 }
 

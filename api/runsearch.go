@@ -115,7 +115,7 @@ func (s *Server) searchJobRuns(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeRunList(c, runs)
+	return writeJobRuns(c, runs)
 }
 
 func (s *Server) searchLineRuns(c *gin.Context) error {
@@ -128,13 +128,7 @@ func (s *Server) searchLineRuns(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]map[string]any, len(runs))
-	for i, r := range runs {
-		if out[i], err = lineRunJSON(r, false); err != nil {
-			return err
-		}
-	}
-	return writeRunList(c, out)
+	return writeLineRuns(c, runs)
 }
 
 // wantsFollow tells a log request that asks for Server-Sent Events.

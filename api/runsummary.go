@@ -6,6 +6,8 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/gin-gonic/gin"
+
+	"github.com/linefactory/linefactory/store"
 )
 
 // The summary shape of the run lists (?fields=summary): every item without
@@ -50,7 +52,8 @@ func summaryRequested(c *gin.Context) (bool, error) {
 }
 
 // summarizeRun removes the summary's dropped members from one run's JSON
-// object.
+// object: a JobRunResponse becomes a JobRunSummary, a LineRunListItem a
+// LineRunSummary.
 func summarizeRun(item json.RawMessage) (json.RawMessage, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(item, &m); err != nil {
@@ -74,32 +77,48 @@ func summarizeRun(item json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(m)
 }
 
-// writeRunList answers a run list: items as they are, or in the summary
-// shape when the request asks for it.
-func writeRunList[T any](c *gin.Context, items []T) error {
+// writeJobRuns answers a job-run list: JobRunResponse items, or
+// JobRunSummary items when the request asks for the summary.
+func writeJobRuns(c *gin.Context, runs []store.JobRun) error {
 	summary, err := summaryRequested(c)
 	if err != nil {
 		return err
 	}
-	if !summary {
-		c.JSON(http.StatusOK, items)
-		return nil
+	if summary {
+		c.JSON(http.StatusOK, listOfViews(runs, jobRunSummary))
+	} else {
+		c.JSON(http.StatusOK, listOfViews(runs, jobRunResponse))
 	}
-	raw := make([]json.RawMessage, len(items))
-	for i, it := range items {
-		data, err := json.Marshal(it)
-		if err != nil {
-			return err
-		}
-		if raw[i], err = summarizeRun(data); err != nil {
-			return err
-		}
-	}
-	c.Data(http.StatusOK, "application/json; charset=utf-8", jsonArray(raw))
 	return nil
 }
 
-// writeRawRunList is writeRunList for items that are JSON already.
+// writeLineRuns answers a line-run list: LineRunListItem items, or
+// LineRunSummary items when the request asks for the summary.
+func writeLineRuns(c *gin.Context, runs []store.LineRun) error {
+	summary, err := summaryRequested(c)
+	if err != nil {
+		return err
+	}
+	if summary {
+		c.JSON(http.StatusOK, listOfViews(runs, lineRunSummary))
+	} else {
+		c.JSON(http.StatusOK, listOfViews(runs, lineRunListItem))
+	}
+	return nil
+}
+
+// listOfViews is a list's items in a response shape; never null.
+func listOfViews[S, D any](in []S, f func(S) D) []D {
+	if in == nil {
+		return []D{}
+	}
+	return convert(in, f)
+}
+
+// writeRawRunList is writeLineRuns for LineRunListItem items that are JSON
+// already (the store's cut of the stored documents); the summary cuts them
+// further by summarizeRun (runviews_test.go checks both cuts against the
+// types).
 func writeRawRunList(c *gin.Context, items []json.RawMessage) error {
 	summary, err := summaryRequested(c)
 	if err != nil {

@@ -73,11 +73,7 @@ func (s *Server) selectOption(c *gin.Context, r store.LineRun, req controlReques
 	case err != nil:
 		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not take the select of %s", r.ID)
 	}
-	out, err := lineRunJSON(resumed, true)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusAccepted, out)
+	c.JSON(http.StatusAccepted, lineRunResponse(resumed))
 	return nil
 }
 

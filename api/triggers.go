@@ -88,15 +88,7 @@ func deliveryID(c *gin.Context) (string, error) {
 // answerStarted answers a trigger with the runs it started (202), or with
 // the runs an earlier delivery of the same id started (200).
 func (s *Server) answerStarted(c *gin.Context, status int, runs []store.LineRun) error {
-	out := make([]map[string]any, len(runs))
-	for i, r := range runs {
-		m, err := lineRunJSON(r, false)
-		if err != nil {
-			return err
-		}
-		out[i] = m
-	}
-	c.JSON(status, out)
+	c.JSON(status, listOfViews(runs, lineRunListItem))
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
@@ -71,23 +72,7 @@ func (m *memPlacements) UnplaceSandbox(_ context.Context, name, workerID string)
 	return nil
 }
 
-const affinityJob = `[job]
-name = "keep"
-[run.sandbox]
-mode = "ensure"
-name = "box-{{n}}"
-image = "debian:bookworm"
-[job.params.n]
-type = "string"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-name = "one"
-exec = ["true"]
-[[run.tasks.steps]]
-name = "two"
-exec = ["true"]
-`
+var affinityJob = manifesttest.Job("affinity")
 
 // TestJobRunSandboxAffinity: the steps of a task go to the queue of the
 // worker that acquired its sandbox; an ensure of a sandbox placed on a live

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,82 +13,34 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/activities/inferencetest"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
 // triageLine: a triage stage whose agentic transition routes to fix (with
 // a literal param) or to drop.
-const triageLine = lineHead + `
-[agent]
-instructions = { type = "literal", value = "Prefer fixing over dropping." }
-[[stages]]
-id = "triage"
-job = "hello"
-[[stages]]
-id = "fix"
-job = "hello"
-[[stages]]
-id = "drop"
-job = "hello"
-[[transitions]]
-type = "agentic"
-id = "route"
-from = "triage"
-instructions = { type = "literal", value = "Fix what can be fixed." }
-[[transitions.options]]
-name = "fix"
-to = "fix"
-label = "Fix it"
-[transitions.options.params]
-who = { type = "literal", value = "fixer" }
-[[transitions.options]]
-name = "drop"
-to = "drop"
-`
+var triageLine = manifesttest.Line("triage")
 
-// fakeRouter is an OpenAI-compatible chat-completions endpoint that answers
-// with a fixed content and usage, and keeps the requests it saw.
-type fakeRouter struct {
-	mu       sync.Mutex
-	content  string
-	status   int
-	requests []map[string]any
-	auth     []string
+// fakeRouter is the router's model: it answers content (or fails with
+// status), with usage 1000 input and 500 output tokens.
+func fakeRouter(content string, status int) *inferencetest.Server {
+	return &inferencetest.Server{Content: content, Status: status, PromptTokens: 1000, CompletionTokens: 500}
 }
 
-func (f *fakeRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var body map[string]any
-	_ = json.NewDecoder(r.Body).Decode(&body)
-	f.requests = append(f.requests, body)
-	f.auth = append(f.auth, r.Header.Get("Authorization"))
-	if f.status != 0 {
-		http.Error(w, `{"error": {"message": "down"}}`, f.status)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": "c1", "object": "chat.completion", "created": 1, "model": body["model"],
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": f.content}}},
-		"usage":   map[string]any{"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500},
-	})
-}
-
-func withRouter(t *testing.T, f *fixture, fake *fakeRouter) {
+func withRouter(t *testing.T, f *fixture, fake *inferencetest.Server) {
 	t.Helper()
-	srv := httptest.NewServer(fake)
-	t.Cleanup(srv.Close)
+	url := fake.Start(t)
 	in, out := 20.0, 60.0
-	f.acts.Inference = &activities.Inference{BaseURL: srv.URL + "/v1", APIKey: "upstream-key",
+	f.acts.Inference = &activities.Inference{BaseURL: url + "/v1", APIKey: "upstream-key",
 		Models: map[string]activities.ModelPrice{"router-small": {InputCentsPerMTok: &in, OutputCentsPerMTok: &out}},
 		Router: &activities.Router{Model: "router-small", Timeout: 5 * time.Second, WaitTimeout: time.Hour}}
 }
 
 func TestAgenticRouterPicks(t *testing.T) {
 	f := newFixture(t)
-	fake := &fakeRouter{content: `{"option": "fix", "reason": "it can be fixed"}`}
+	fake := fakeRouter(`{"option": "fix", "reason": "it can be fixed"}`, 0)
 	withRouter(t, f, fake)
 	res, rec := f.runLine(t, lineInput(t, triageLine, nil), nil)
 	if res.Status != run.Succeeded {
@@ -118,10 +68,10 @@ func TestAgenticRouterPicks(t *testing.T) {
 		t.Fatalf("line costs: inference %d (stages %d), total %d, compute %d", rec.InferenceCostCents, stages, rec.TotalCostCents, rec.ComputeCostCents)
 	}
 	// What the router was asked.
-	if len(fake.requests) != 1 || fake.auth[0] != "Bearer upstream-key" {
-		t.Fatalf("router requests %d auth %v", len(fake.requests), fake.auth)
+	if reqs, auth := fake.Requests(), fake.Auth(); len(reqs) != 1 || auth[0] != "Bearer upstream-key" {
+		t.Fatalf("router requests %d auth %v", len(reqs), auth)
 	}
-	req := fake.requests[0]
+	req := fake.Requests()[0]
 	msgs, _ := req["messages"].([]any)
 	if len(msgs) != 2 || req["model"] != "router-small" {
 		t.Fatalf("request %v", req)
@@ -150,7 +100,7 @@ func TestAgenticRouterPicks(t *testing.T) {
 
 func TestAgenticRouterUnknownOption(t *testing.T) {
 	f := newFixture(t)
-	withRouter(t, f, &fakeRouter{content: `{"option": "escalate", "reason": "why not"}`})
+	withRouter(t, f, fakeRouter(`{"option": "escalate", "reason": "why not"}`, 0))
 	res, rec := f.runLine(t, lineInput(t, triageLine, nil), nil)
 	if res.Status != run.Failed || res.Failure.Code != "ambiguous_agentic_transition" || res.Failure.Domain != "agent" {
 		t.Fatalf("result %s %+v", res.Status, res.Failure)
@@ -195,7 +145,7 @@ func TestAgenticWaitThenSelect(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
 			if name == "router unreachable" {
-				withRouter(t, f, &fakeRouter{status: http.StatusServiceUnavailable})
+				withRouter(t, f, fakeRouter("", http.StatusServiceUnavailable))
 			}
 			in := lineInput(t, triageLine, nil)
 			var waiting store.LineRun

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 )
 
@@ -44,19 +44,7 @@ func (c *countingConverter) ToPayloads(vs ...any) (*commonpb.Payloads, error) {
 func loopHistoryBytes(t *testing.T, visits int) int64 {
 	t.Helper()
 	f := newFixture(t)
-	in := lineInput(t, lineHead+fmt.Sprintf(`
-[[stages]]
-id = "a"
-job = "hello"
-[[transitions]]
-type = "conditional"
-id = "again"
-from = "a"
-to = "a"
-when = { op = "always" }
-[limits]
-max_iterations = %d
-`, visits), nil)
+	in := lineInput(t, manifesttest.Line("self-loop", map[string]any{"visits": visits}), nil)
 	conv := &countingConverter{DataConverter: converter.GetDefaultDataConverter()}
 	child := func(workflow.Context, JobRunInput) (JobRunResult, error) {
 		return JobRunResult{Outcome: run.Outcome{Status: run.Succeeded}}, nil

@@ -28,7 +28,9 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/activities/sandbox"
+	"github.com/linefactory/linefactory/internal/testwait"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
@@ -140,6 +142,26 @@ func parseJob(t *testing.T, src string) manifests.JobManifest {
 	return *m
 }
 
+// Parts of oneTask jobs: steps, a head and a tail.
+const (
+	trueStep     = `exec = ["true"]`
+	sleep30      = `exec = ["sleep", "30"]`
+	runTimeout1s = "[run]\ntimeout = \"1s\""
+	intOutputN   = "[outputs.n]\ntype = \"integer\""
+)
+
+// oneTaskTOML is job x with one task "a" of these steps; head is the job's
+// [run] tables, tail what follows the task.
+func oneTaskTOML(head, tail string, steps ...string) string {
+	return manifesttest.Job("one-task", map[string]any{"head": head, "tail": tail, "steps": steps})
+}
+
+// oneTask is oneTaskTOML parsed.
+func oneTask(t *testing.T, head, tail string, steps ...string) manifests.JobManifest {
+	t.Helper()
+	return parseJob(t, oneTaskTOML(head, tail, steps...))
+}
+
 func loadExample(t *testing.T, name string) manifests.JobManifest {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "manifests", "examples", "jobs", name, "job.toml"))
@@ -217,84 +239,13 @@ func TestJobRunFailures(t *testing.T) {
 		status, code, class string
 		timeline            []string // statuses in order
 	}{
-		{"fail_fast stops the next task", `
-[job]
-name = "x"
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-exec = ["sh", "-c", "exit 3"]
-[[run.tasks.steps]]
-exec = ["true"]
-[[run.tasks]]
-name = "b"
-[[run.tasks.steps]]
-exec = ["true"]
-`, "failed", "EXEC_FAILED", "config", []string{"failed", "skipped", "skipped"}},
-		{"fail_fast off runs the other task", `
-[job]
-name = "x"
-[run]
-fail_fast = false
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-exec = ["sh", "-c", "exit 3"]
-[[run.tasks]]
-name = "b"
-[[run.tasks.steps]]
-exec = ["true"]
-`, "failed", "EXEC_FAILED", "config", []string{"failed", "succeeded"}},
-		{"step timeout", `
-[job]
-name = "x"
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-exec = ["sleep", "30"]
-timeout = 1
-`, "failed", "TIMEOUT", "config", []string{"timed_out"}},
-		{"output contract", `
-[job]
-name = "x"
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-exec = ["sh", "-c", "echo 'n=notanumber' >> $SVC_OUTPUT"]
-outputs = ["n"]
-[outputs.n]
-type = "integer"
-`, "failed", "OUTPUT_INVALID", "contract", []string{"failed"}},
-		{"required output missing", `
-[job]
-name = "x"
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-exec = ["true"]
-outputs = ["n"]
-[outputs.n]
-type = "integer"
-`, "failed", "OUTPUT_MISSING", "contract", []string{"succeeded"}},
-		{"reuse of a missing sandbox", `
-[job]
-name = "x"
-[run.sandbox]
-mode = "reuse"
-name = "nope"
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-exec = ["true"]
-`, "failed", "SANDBOX_NOT_FOUND", "infra", []string{"failed"}},
-		{"run_agent without a configured harness", `
-[job]
-name = "x"
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-run_agent = { mode = "exec", harness = "custom", command = ["true"] }
-`, "failed", "HARNESS_NOT_CONFIGURED", "config", []string{"failed"}},
+		{"fail_fast stops the next task", manifesttest.Job("fail-fast"), "failed", "EXEC_FAILED", "config", []string{"failed", "skipped", "skipped"}},
+		{"fail_fast off runs the other task", manifesttest.Job("fail-fast-off"), "failed", "EXEC_FAILED", "config", []string{"failed", "succeeded"}},
+		{"step timeout", oneTaskTOML("", "", sleep30+"\ntimeout = 1"), "failed", "TIMEOUT", "config", []string{"timed_out"}},
+		{"output contract", oneTaskTOML("", intOutputN, `exec = ["sh", "-c", "echo 'n=notanumber' >> $SVC_OUTPUT"]`+"\n"+`outputs = ["n"]`), "failed", "OUTPUT_INVALID", "contract", []string{"failed"}},
+		{"required output missing", oneTaskTOML("", intOutputN, trueStep+"\n"+`outputs = ["n"]`), "failed", "OUTPUT_MISSING", "contract", []string{"succeeded"}},
+		{"reuse of a missing sandbox", oneTaskTOML("[run.sandbox]\nmode = \"reuse\"\nname = \"nope\"", "", trueStep), "failed", "SANDBOX_NOT_FOUND", "infra", []string{"failed"}},
+		{"run_agent without a configured harness", oneTaskTOML("", "", `run_agent = { mode = "exec", harness = "custom", command = ["true"] }`), "failed", "HARNESS_NOT_CONFIGURED", "config", []string{"failed"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -319,16 +270,7 @@ run_agent = { mode = "exec", harness = "custom", command = ["true"] }
 
 func TestJobRunTimeout(t *testing.T) {
 	f := newFixture(t)
-	res, rec := f.run(t, parseJob(t, `
-[job]
-name = "x"
-[run]
-timeout = "1s"
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-exec = ["sleep", "30"]
-`), nil, nil)
+	res, rec := f.run(t, oneTask(t, runTimeout1s, "", sleep30), nil, nil)
 	if res.Status != run.TimedOut || rec.Status != run.TimedOut {
 		t.Fatalf("status %s / %s, want timed_out", res.Status, rec.Status)
 	}
@@ -338,11 +280,7 @@ func TestJobRunFanoutConcurrency(t *testing.T) {
 	f := newFixture(t)
 	dir := t.TempDir()
 	// Each task records when it starts and ends; at most 2 may overlap.
-	var tasks strings.Builder
-	for i := 0; i < 4; i++ {
-		fmt.Fprintf(&tasks, "[[run.tasks]]\nname = \"t%d\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"echo start >> %s/log; sleep 0.3; echo end >> %s/log\"]\n", i, dir, dir)
-	}
-	res, _ := f.run(t, parseJob(t, "[job]\nname = \"x\"\n[run]\nfanout = true\nconcurrency = 2\n"+tasks.String()), nil, nil)
+	res, _ := f.run(t, parseJob(t, manifesttest.Job("fanout", map[string]any{"dir": dir, "tasks": 4})), nil, nil)
 	if res.Status != run.Succeeded {
 		t.Fatalf("status %s %s", res.Status, res.ErrorMessage)
 	}
@@ -363,16 +301,7 @@ func TestJobRunFanoutConcurrency(t *testing.T) {
 
 func TestJobRunCancel(t *testing.T) {
 	f := newFixture(t)
-	m := parseJob(t, `
-[job]
-name = "x"
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-exec = ["sleep", "600"]
-[[run.tasks.steps]]
-exec = ["true"]
-`)
+	m := oneTask(t, "", "", `exec = ["sleep", "600"]`, trueStep)
 	start := time.Now()
 	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(env.CancelWorkflow, 500*time.Millisecond)
@@ -398,7 +327,7 @@ func timeline(rec store.JobRun) string {
 
 func TestJobRunStoppedBeforeStart(t *testing.T) {
 	f := newFixture(t)
-	m := parseJob(t, "[job]\nname = \"x\"\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
+	m := oneTask(t, "", "", trueStep)
 	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
 		// StartRun is still in flight when the stop arrives.
 		env.OnActivity(f.acts.StartRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ activities.StartRunInput) error {
@@ -414,18 +343,7 @@ func TestJobRunStoppedBeforeStart(t *testing.T) {
 
 func TestJobRunTimeoutMarksTheRunningStep(t *testing.T) {
 	f := newFixture(t)
-	_, rec := f.run(t, parseJob(t, `
-[job]
-name = "x"
-[run]
-timeout = "1s"
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-exec = ["sleep", "30"]
-[[run.tasks.steps]]
-exec = ["true"]
-`), nil, nil)
+	_, rec := f.run(t, oneTask(t, runTimeout1s, "", sleep30, trueStep), nil, nil)
 	if rec.Status != run.TimedOut || timeline(rec) != "timed_out,skipped" {
 		t.Fatalf("status %s timeline %s, want timed_out with timed_out,skipped", rec.Status, timeline(rec))
 	}
@@ -440,7 +358,7 @@ exec = ["true"]
 
 func TestJobRunStepStartToCloseTimeout(t *testing.T) {
 	f := newFixture(t)
-	m := parseJob(t, "[job]\nname = \"x\"\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
+	m := oneTask(t, "", "", trueStep, trueStep)
 	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
 		env.OnActivity(f.acts.RunStep, mock.Anything, mock.Anything).Return(activities.RunStepResult{},
 			temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil))
@@ -469,7 +387,7 @@ func TestJobRunSandboxFailureIsInTheTimeline(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			m := parseJob(t, "[job]\nname = \"x\"\n"+tc.extra+"[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
+			m := oneTask(t, tc.extra, "", trueStep, trueStep)
 			res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
 				if tc.setup != nil {
 					tc.setup(f, env)
@@ -504,8 +422,7 @@ func TestJobRunResumeOnStart(t *testing.T) {
 			if err := f.acts.Sandboxes.Pause(ctx, "ws"); err != nil {
 				t.Fatal(err)
 			}
-			m := parseJob(t, "[job]\nname = \"x\"\n[run]\n"+tc.run+"[run.sandbox]\nmode = \"ensure\"\nname = \"ws\"\nimage = \"base\"\n"+tc.lifecycle+
-				"[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
+			m := oneTask(t, "[run]\n"+tc.run+"[run.sandbox]\nmode = \"ensure\"\nname = \"ws\"\nimage = \"base\"\n"+tc.lifecycle, "", trueStep)
 			res, _ := f.run(t, m, nil, nil)
 			if string(res.Status) != tc.status || res.ErrorCode != tc.code {
 				t.Fatalf("got %s/%s (%s), want %s/%s", res.Status, res.ErrorCode, res.ErrorMessage, tc.status, tc.code)
@@ -521,29 +438,7 @@ func TestJobRunResumeOnStart(t *testing.T) {
 func TestJobRunSandboxSteps(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	m := parseJob(t, `
-[job]
-name = "x"
-[run.sandbox]
-mode = "ensure"
-name = "life"
-image = "base"
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-exec = ["sh", "-c", "echo v1 > f"]
-[[run.tasks.steps]]
-snapshot = { name = "life-snap" }
-[[run.tasks.steps]]
-pause = true
-[[run.tasks.steps]]
-name = "check-paused"
-resume = true
-[[run.tasks.steps]]
-exec = ["cat", "f"]
-[[run.tasks.steps]]
-delete = true
-`)
+	m := parseJob(t, manifesttest.Job("sandbox-steps"))
 	res, rec := f.run(t, m, nil, nil)
 	if res.Status != run.Succeeded || timeline(rec) != "succeeded,succeeded,succeeded,succeeded,succeeded,succeeded" {
 		t.Fatalf("status %s (%s) timeline %s", res.Status, res.ErrorMessage, timeline(rec))
@@ -568,7 +463,7 @@ delete = true
 
 func TestJobRunSlowSandboxStepsHeartbeat(t *testing.T) {
 	f := newFixture(t)
-	m := parseJob(t, "[job]\nname = \"x\"\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\npause = true\n")
+	m := oneTask(t, "", "", "pause = true")
 	var beats int
 	var mu sync.Mutex
 	res, _ := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
@@ -603,7 +498,7 @@ func TestJobRunTeardownOnComplete(t *testing.T) {
 	for _, teardown := range []bool{true, false} {
 		t.Run(fmt.Sprint("teardown=", teardown), func(t *testing.T) {
 			f := newFixture(t)
-			m := parseJob(t, fmt.Sprintf("[job]\nname = \"x\"\n[run]\nteardown_on_complete = %v\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n", teardown))
+			m := oneTask(t, fmt.Sprintf("[run]\nteardown_on_complete = %v", teardown), "", trueStep)
 			res, rec := f.run(t, m, nil, nil)
 			if res.Status != run.Succeeded {
 				t.Fatalf("status %s %s", res.Status, res.ErrorMessage)
@@ -623,21 +518,7 @@ func TestJobRunTeardownOnComplete(t *testing.T) {
 func TestJobRunOutputFile(t *testing.T) {
 	f := newFixture(t)
 	seen := t.TempDir()
-	m := parseJob(t, fmt.Sprintf(`
-[job]
-name = "x"
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-name = "silent"
-exec = ["sh", "-c", "echo \"$SVC_OUTPUT\" > %[1]s/silent"]
-[[run.tasks.steps]]
-name = "writer"
-exec = ["sh", "-c", "echo \"$SVC_OUTPUT\" > %[1]s/writer; test -e \"$SVC_OUTPUT\" && echo precreated > %[1]s/writer-pre; echo n=5 >> $SVC_OUTPUT"]
-outputs = { n = { from = "n", required = true } }
-[outputs.n]
-type = "integer"
-`, seen))
+	m := parseJob(t, manifesttest.Job("output-file", map[string]any{"seen": seen}))
 	res, rec := f.run(t, m, nil, nil)
 	if res.Status != run.Succeeded || rec.ResultPayload["outputs"].(map[string]any)["n"] != 5.0 {
 		t.Fatalf("status %s (%s), payload %v", res.Status, res.ErrorMessage, rec.ResultPayload)
@@ -672,7 +553,7 @@ func TestJobRunOutputContractThroughSteps(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			m := parseJob(t, "[job]\nname = \"x\"\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\n"+tc.step+"\n[outputs.n]\ntype = \"integer\"\n")
+			m := oneTask(t, "", "[outputs.n]\ntype = \"integer\"", tc.step)
 			res, rec := f.run(t, m, nil, nil)
 			if tc.code == "" {
 				if res.Status != run.Succeeded || rec.ResultPayload["outputs"].(map[string]any)["n"] != 7.0 {
@@ -708,22 +589,7 @@ func TestJobRunGitSourcesWithParams(t *testing.T) {
 		}
 	}
 	f := newFixture(t)
-	m := parseJob(t, `
-[job]
-name = "x"
-[job.params.repo]
-type = "string"
-[job.params.branch]
-type = "string"
-[run.sandbox]
-image = "base"
-internet_enabled = false
-sources = [{ repo_url = "file://{{repo}}", branch = "{{branch}}", target_path = "src/{{branch}}" }]
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-exec = ["sh", "-c", "git -C src/dev log -1 --format=%s | grep -qx 'on dev'"]
-`)
+	m := parseJob(t, manifesttest.Job("git-sources"))
 	res, _ := f.run(t, m, map[string]any{"repo": bare, "branch": "dev"}, nil)
 	if res.Status != run.Succeeded {
 		t.Fatalf("status %s %s %s", res.Status, res.ErrorCode, res.ErrorMessage)
@@ -733,8 +599,7 @@ exec = ["sh", "-c", "git -C src/dev log -1 --format=%s | grep -qx 'on dev'"]
 func TestJobRunCancelDuringSetup(t *testing.T) {
 	f := newFixture(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	m := parseJob(t, fmt.Sprintf("[job]\nname = \"x\"\n[run.sandbox]\nimage = \"base\"\nsetup_scripts = [{ script = \"echo $$ > %s; exec sleep 600\" }]\n"+
-		"[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n", pidFile))
+	m := oneTask(t, fmt.Sprintf("[run.sandbox]\nimage = \"base\"\nsetup_scripts = [{ script = \"echo $$ > %s; exec sleep 600\" }]", pidFile), "", trueStep)
 	start := time.Now()
 	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
@@ -752,19 +617,15 @@ func TestJobRunCancelDuringSetup(t *testing.T) {
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
 	// The test environment may end the workflow before the cancelled
 	// activity has returned: poll.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := f.acts.Sandboxes.Get(context.Background(), activities.ProvisionName(rec.ID, 0))
-		alive := pid > 0 && syscall.Kill(pid, 0) == nil
-		if !alive && sandbox.CodeOf(err) == sandbox.CodeNotFound {
-			break
+	var alive bool
+	if !testwait.Until(10*time.Second, func() bool {
+		_, err = f.acts.Sandboxes.Get(context.Background(), activities.ProvisionName(rec.ID, 0))
+		alive = pid > 0 && syscall.Kill(pid, 0) == nil
+		return !alive && sandbox.CodeOf(err) == sandbox.CodeNotFound
+	}) {
+		if alive {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if time.Now().After(deadline) {
-			if alive {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-			t.Fatalf("after the stop: setup script alive = %v, sandbox lookup %v", alive, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		t.Fatalf("after the stop: setup script alive = %v, sandbox lookup %v", alive, err)
 	}
 }

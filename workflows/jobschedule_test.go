@@ -10,28 +10,12 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
-const scheduledHello = `
-[job]
-name = "hello"
-
-[job.params.who]
-type = "string"
-default = "world"
-
-[[run.tasks]]
-name = "greet"
-
-[[run.tasks.steps]]
-name = "say"
-exec = ["echo", "hello {{who}}"]
-
-[schedule]
-cron = "*/5 * * * *"
-`
+var scheduledHello = manifesttest.Job("scheduled-hello")
 
 // scheduledDefs is a definitions store whose job "hello" has version
 // jv_2 (the latest) carrying m.

@@ -22,82 +22,16 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
-var lineJobs = map[string]string{
-	"inc": `
-[job]
-name = "inc"
-[run.sandbox]
-mode = "ensure"
-name = "counter"
-image = "local"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-exec = ["sh", "-c", "n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; echo n=$n >> $SVC_OUTPUT"]
-outputs = ["n"]
-[outputs.n]
-type = "integer"
-`,
-	"hello": `
-[job]
-name = "hello"
-[job.params.who]
-type = "string"
-default = "world"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-exec = ["sh", "-c", "echo greeting=hi-{{who}} >> $SVC_OUTPUT"]
-outputs = ["greeting"]
-[outputs.greeting]
-type = "string"
-`,
-	"fail": `
-[job]
-name = "fail"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-name = "boom"
-exec = ["sh", "-c", "exit 3"]
-`,
-	"flaky": `
-[job]
-name = "flaky"
-[run.sandbox]
-mode = "ensure"
-name = "flaky"
-image = "local"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-name = "try"
-exec = ["sh", "-c", "n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; [ $n -ge 2 ]"]
-`,
-	"badout": `
-[job]
-name = "badout"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-name = "emit"
-exec = ["sh", "-c", "echo n=abc >> $SVC_OUTPUT"]
-outputs = ["n"]
-[outputs.n]
-type = "integer"
-`,
-	"slow": `
-[job]
-name = "slow"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-exec = ["sleep", "30"]
-`,
+// lineJob is the stage job of that name (manifests/manifesttest's
+// testdata/jobs), parsed.
+func lineJob(t *testing.T, name string) manifests.JobManifest {
+	t.Helper()
+	return parseJob(t, manifesttest.Job(name))
 }
 
 func lineInput(t *testing.T, src string, params map[string]any) LineRunInput {
@@ -112,7 +46,7 @@ func lineInput(t *testing.T, src string, params map[string]any) LineRunInput {
 	manifests.NormalizeLine(m)
 	jobs := map[string]StageJob{}
 	for _, s := range m.Stages {
-		jobs[s.ID] = StageJob{JobName: s.Job, JobVersionID: "jv_" + s.Job, Manifest: parseJob(t, lineJobs[s.Job])}
+		jobs[s.ID] = StageJob{JobName: s.Job, JobVersionID: "jv_" + s.Job, Manifest: lineJob(t, s.Job)}
 	}
 	return LineRunInput{RunID: run.NewLineRunID(), LineName: m.Line.Name, Manifest: *m, Jobs: jobs, Params: params, Trigger: map[string]any{}}
 }
@@ -251,33 +185,9 @@ func jsonOf(v any) string {
 	return string(b)
 }
 
-const lineHead = "[line]\nname = \"l\"\n[trigger]\ntype = \"manual\"\n"
-
 func TestLineRunLoopUntilOutput(t *testing.T) {
 	f := newFixture(t)
-	in := lineInput(t, lineHead+`
-[[stages]]
-id = "inc"
-job = "inc"
-[[stages]]
-id = "fin"
-job = "hello"
-[[transitions]]
-type = "conditional"
-id = "again"
-from = "inc"
-to = "inc"
-max_iterations = 5
-when = { op = "ne", left = { type = "stage", path = "outputs.n" }, right = { type = "literal", value = 3 } }
-[[transitions]]
-type = "conditional"
-id = "done"
-from = "inc"
-to = "fin"
-when = { op = "eq", left = { type = "stage", path = "outputs.n" }, right = { type = "literal", value = 3 } }
-[transitions.params]
-who = { type = "output", stage = "inc", name = "n" }
-`, nil)
+	in := lineInput(t, manifesttest.Line("loop-until-output"), nil)
 	// "who" is a string param: an integer output bound to it is rejected...
 	res, rec := f.runLine(t, in, nil)
 	if res.Status != run.Failed || res.Failure.Code != "stage_params_invalid" || res.Failure.Domain != "config" {
@@ -317,83 +227,20 @@ who = { type = "output", stage = "inc", name = "n" }
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func TestLineRunFailures(t *testing.T) {
-	loop := `
-[[stages]]
-id = "inc"
-job = "inc"
-[[transitions]]
-type = "conditional"
-id = "again"
-from = "inc"
-to = "inc"
-%s
-when = { op = "always" }
-`
 	cases := []struct {
 		name, src    string
 		params       map[string]any
 		code, domain string
 	}{
-		{"ambiguous_transition", lineHead + `
-[[stages]]
-id = "a"
-job = "hello"
-[[stages]]
-id = "b"
-job = "hello"
-[[transitions]]
-type = "conditional"
-id = "x"
-from = "a"
-to = "b"
-when = { op = "always" }
-[[transitions]]
-type = "conditional"
-id = "y"
-from = "a"
-to = "b"
-when = { op = "always" }
-`, nil, "ambiguous_transition", "config"},
-		{"no_route", lineHead + `
-[[stages]]
-id = "a"
-job = "hello"
-[[stages]]
-id = "b"
-job = "hello"
-[[transitions]]
-type = "conditional"
-id = "x"
-from = "a"
-to = "b"
-when = { op = "eq", left = { type = "literal", value = 1 }, right = { type = "literal", value = 2 } }
-`, nil, "no_route", "config"},
-		{"stage_failed takes the job's class", lineHead + `
-[[stages]]
-id = "a"
-job = "fail"
-max_attempts = 2
-`, nil, "stage_failed", "config"},
-		{"transition max_iterations", lineHead + strings.Replace(loop, "%s", "max_iterations = 2", 1), nil, "max_iterations_exhausted", "config"},
-		{"line max_iterations", lineHead + strings.Replace(loop, "%s", "", 1) + "[limits]\nmax_iterations = 3\n", nil, "max_iterations_exhausted", "config"},
-		{"budget_exceeded", lineHead + strings.Replace(loop, "%s", "", 1) + "[limits]\nbudget_usd = \"0.00\"\n", nil, "budget_exceeded", "config"},
-		{"line_timeout", lineHead + "[[stages]]\nid = \"s\"\njob = \"slow\"\n[limits]\ntimeout = \"1s\"\n", nil, "line_timeout", "config"},
-		{"transition_params_invalid", lineHead + `
-[[stages]]
-id = "a"
-job = "hello"
-[[stages]]
-id = "b"
-job = "hello"
-[[transitions]]
-type = "conditional"
-id = "x"
-from = "a"
-to = "b"
-when = { op = "always" }
-params = { who = { type = "output", stage = "a", name = "nope" } }
-`, nil, "transition_params_invalid", "config"},
-		{"stage_params_invalid", lineHead + "[[stages]]\nid = \"a\"\njob = \"hello\"\n", map[string]any{"who": 5.0}, "stage_params_invalid", "config"},
+		{"ambiguous_transition", manifesttest.Line("ambiguous-transition"), nil, "ambiguous_transition", "config"},
+		{"no_route", manifesttest.Line("no-route"), nil, "no_route", "config"},
+		{"stage_failed takes the job's class", oneStage("fail") + "max_attempts = 2\n", nil, "stage_failed", "config"},
+		{"transition max_iterations", manifesttest.Line("inc-loop", map[string]any{"transition": "max_iterations = 2", "limits": ""}), nil, "max_iterations_exhausted", "config"},
+		{"line max_iterations", manifesttest.Line("inc-loop", map[string]any{"transition": "", "limits": "[limits]\nmax_iterations = 3"}), nil, "max_iterations_exhausted", "config"},
+		{"budget_exceeded", manifesttest.Line("inc-loop", map[string]any{"transition": "", "limits": "[limits]\nbudget_usd = \"0.00\""}), nil, "budget_exceeded", "config"},
+		{"line_timeout", oneStage("slow") + "[limits]\ntimeout = \"1s\"\n", nil, "line_timeout", "config"},
+		{"transition_params_invalid", manifesttest.Line("transition-params-invalid"), nil, "transition_params_invalid", "config"},
+		{"stage_params_invalid", oneStage("hello"), map[string]any{"who": 5.0}, "stage_params_invalid", "config"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -409,7 +256,7 @@ params = { who = { type = "output", stage = "a", name = "nope" } }
 	}
 	// stage_failed is enriched with the failing step.
 	f := newFixture(t)
-	_, rec := f.runLine(t, lineInput(t, lineHead+"[[stages]]\nid = \"a\"\njob = \"fail\"\nmax_attempts = 2\n", nil), nil)
+	_, rec := f.runLine(t, lineInput(t, oneStage("fail")+"max_attempts = 2\n", nil), nil)
 	if rec.Failure.StageStep == nil || *rec.Failure.StageStep != "boom" || *rec.Failure.TaskName != "t" || *rec.Failure.ErrorCode != "EXEC_FAILED" || len(rec.Stages) != 2 {
 		t.Fatalf("failure %+v stages %d", rec.Failure, len(rec.Stages))
 	}
@@ -417,7 +264,7 @@ params = { who = { type = "output", stage = "a", name = "nope" } }
 
 func TestLineRunStop(t *testing.T) {
 	f := newFixture(t)
-	res, rec := f.runLine(t, lineInput(t, lineHead+"[[stages]]\nid = \"s\"\njob = \"slow\"\n", nil), func(env *testsuite.TestWorkflowEnvironment) {
+	res, rec := f.runLine(t, lineInput(t, oneStage("slow"), nil), func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(env.CancelWorkflow, 500*time.Millisecond)
 	})
 	if res.Status != run.Cancelled || res.Failure.Code != "user_cancelled" || res.Failure.Domain != "user" || rec.Status != run.Cancelled {
@@ -503,29 +350,8 @@ when = { op = "always" }
 // with the earlier stages' results carried over.
 func TestLineRunRetryFromSnapshot(t *testing.T) {
 	f := newFixture(t)
-	in := lineInput(t, lineHead+`
-[[stages]]
-id = "first"
-job = "hello"
-[[stages]]
-id = "second"
-job = "hello"
-[[transitions]]
-type = "conditional"
-id = "next"
-from = "first"
-to = "second"
-when = { op = "always" }
-[[stages]]
-id = "third"
-job = "hello"
-[[transitions]]
-type = "conditional"
-id = "carried"
-from = "second"
-to = "third"
-when = { op = "eq", left = { type = "stage", stage = "first", path = "outputs.greeting" }, right = { type = "literal", value = "hi-carried" } }
-`, nil)
+	in := lineInput(t, manifesttest.Line("retry-chain", map[string]any{"second": "hello",
+		"carried": `{ op = "eq", left = { type = "stage", stage = "first", path = "outputs.greeting" }, right = { type = "literal", value = "hi-carried" } }`}), nil)
 	in.State = &LineState{Stage: "second", StageParams: map[string]any{"who": "retried"}, Iterations: map[string]int{"first": 1},
 		Transitions: map[string]int{"next": 1}, Results: map[string]manifests.StageResult{"first": {Status: "succeeded", Outputs: map[string]any{"greeting": "hi-carried"}}},
 		StartedAt: time.Now()}
@@ -539,7 +365,10 @@ when = { op = "eq", left = { type = "stage", stage = "first", path = "outputs.gr
 	}
 }
 
-func oneStage(job string) string { return lineHead + "[[stages]]\nid = \"s\"\njob = \"" + job + "\"\n" }
+// oneStage is line l, started by hand, with one stage s running job.
+func oneStage(job string) string {
+	return manifesttest.OneStageLine("l", manifesttest.Manual, "s", job)
+}
 
 // TestLineRunStopOutsideVisit: a stop that lands while no stage runs (a
 // queued run, between bookkeeping steps, before the child starts) still
@@ -557,8 +386,7 @@ func TestLineRunStopOutsideVisit(t *testing.T) {
 	})
 	t.Run("during RecordTransition", func(t *testing.T) {
 		f := newFixture(t)
-		in := lineInput(t, lineHead+"[[stages]]\nid = \"a\"\njob = \"hello\"\n[[stages]]\nid = \"b\"\njob = \"hello\"\n"+
-			"[[transitions]]\ntype = \"conditional\"\nid = \"x\"\nfrom = \"a\"\nto = \"b\"\nwhen = { op = \"always\" }\n", nil)
+		in := lineInput(t, manifesttest.Line("two-stages-always"), nil)
 		res, rec := f.runLine(t, in, func(env *testsuite.TestWorkflowEnvironment) {
 			env.OnActivity(f.acts.RecordTransition, mock.Anything, mock.Anything).Return(func(context.Context, activities.RecordTransitionInput) error {
 				env.CancelWorkflow()
@@ -712,14 +540,6 @@ func TestLineRunClassification(t *testing.T) {
 }
 
 func TestLineRunRouting(t *testing.T) {
-	two := lineHead + `
-[[stages]]
-id = "a"
-job = "%s"
-[[stages]]
-id = "b"
-job = "hello"
-`
 	cases := []struct {
 		name, src string
 		params    map[string]any
@@ -729,54 +549,10 @@ job = "hello"
 		msg       string
 		greeting  string
 	}{
-		{"agentic transition without a router waits until the wait expires", strings.Replace(two, "%s", "hello", 1) + `
-[[transitions]]
-type = "agentic"
-id = "pick"
-from = "a"
-instructions = { type = "literal", value = "pick one" }
-[[transitions.options]]
-name = "b"
-to = "b"
-`, nil, nil, "failed", "routing_wait_expired", "nobody selected", ""},
-		{"failed visit, no transition taken", strings.Replace(two, "%s", "fail", 1) + `
-[[transitions]]
-type = "conditional"
-id = "x"
-from = "a"
-to = "b"
-when = { op = "eq", left = { type = "stage", path = "status" }, right = { type = "literal", value = "succeeded" } }
-`, nil, nil, "failed", "stage_failed", "", ""},
-		{"trigger operand with an index, input binding", strings.Replace(two, "%s", "hello", 1) + `
-[[transitions]]
-type = "conditional"
-id = "x"
-from = "a"
-to = "b"
-when = { op = "eq", left = { type = "trigger", path = "items[1].name" }, right = { type = "literal", value = "two" } }
-params = { who = { type = "input", name = "who" } }
-`, map[string]any{"who": "ann"}, map[string]any{"items": []any{map[string]any{"name": "one"}, map[string]any{"name": "two"}}}, "succeeded", "", "", "hi-ann"},
-		{"transition iterations operand", lineHead + `
-[[stages]]
-id = "a"
-job = "hello"
-[[stages]]
-id = "b"
-job = "hello"
-[[transitions]]
-type = "conditional"
-id = "loop"
-from = "a"
-to = "a"
-when = { op = "ne", left = { type = "transition", id = "loop", path = "iterations" }, right = { type = "literal", value = 2 } }
-[[transitions]]
-type = "conditional"
-id = "out"
-from = "a"
-to = "b"
-when = { op = "eq", left = { type = "transition", id = "loop", path = "iterations" }, right = { type = "literal", value = 2 } }
-params = { who = { type = "literal", value = "loop" } }
-`, nil, nil, "succeeded", "", "", "hi-loop"},
+		{"agentic transition without a router waits until the wait expires", manifesttest.Line("two-stages-agentic"), nil, nil, "failed", "routing_wait_expired", "nobody selected", ""},
+		{"failed visit, no transition taken", manifesttest.Line("two-stages-failed-visit"), nil, nil, "failed", "stage_failed", "", ""},
+		{"trigger operand with an index, input binding", manifesttest.Line("two-stages-trigger-operand"), map[string]any{"who": "ann"}, map[string]any{"items": []any{map[string]any{"name": "one"}, map[string]any{"name": "two"}}}, "succeeded", "", "", "hi-ann"},
+		{"transition iterations operand", manifesttest.Line("transition-iterations"), nil, nil, "succeeded", "", "", "hi-loop"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -804,32 +580,13 @@ params = { who = { type = "literal", value = "loop" } }
 // counting iterations, visits and cost, and re-runs the failed stage.
 func TestLineRunRetryThroughWorkflow(t *testing.T) {
 	f := newFixture(t)
-	src := lineHead + `
-[[stages]]
-id = "first"
-job = "hello"
-[[stages]]
-id = "second"
-job = "fail"
-[[transitions]]
-type = "conditional"
-id = "next"
-from = "first"
-to = "second"
-when = { op = "always" }
-[[stages]]
-id = "third"
-job = "hello"
-[[transitions]]
-type = "conditional"
-id = "carried"
-from = "second"
-to = "third"
-when = { op = "all", conditions = [
+	// The third stage follows only a succeeded second whose run saw the
+	// first stage's output.
+	chain := map[string]any{"second": "fail", "carried": `{ op = "all", conditions = [
   { op = "eq", left = { type = "stage", path = "status" }, right = { type = "literal", value = "succeeded" } },
   { op = "eq", left = { type = "stage", stage = "first", path = "outputs.greeting" }, right = { type = "literal", value = "hi-world" } },
-] }
-`
+] }`}
+	src := manifesttest.Line("retry-chain", chain)
 	in := lineInput(t, src, nil)
 	res, old := f.runLine(t, in, nil)
 	if res.Status != run.Failed || res.Failure.Code != "stage_failed" {
@@ -845,7 +602,8 @@ when = { op = "all", conditions = [
 		t.Fatal(err)
 	}
 	// The job is fixed: the retry resolves its new version.
-	in2 := lineInput(t, strings.Replace(src, `job = "fail"`, `job = "hello"`, 1), nil)
+	chain["second"] = "hello"
+	in2 := lineInput(t, manifesttest.Line("retry-chain", chain), nil)
 	in2.State = plan.State
 	var carried []store.LineRunStage
 	for _, s := range old.Stages[:plan.Carried] {
@@ -916,29 +674,7 @@ func TestLineRunContinuesAsNewAfterMaxTurns(t *testing.T) {
 	defer func(n int) { maxTurnsPerRun = n }(maxTurnsPerRun)
 	maxTurnsPerRun = 2
 	f := newFixture(t)
-	in := lineInput(t, lineHead+`
-[[stages]]
-id = "a"
-job = "hello"
-[[stages]]
-id = "b"
-job = "hello"
-[[stages]]
-id = "c"
-job = "hello"
-[[transitions]]
-type = "conditional"
-id = "ab"
-from = "a"
-to = "b"
-when = { op = "always" }
-[[transitions]]
-type = "conditional"
-id = "bc"
-from = "b"
-to = "c"
-when = { op = "always" }
-`, map[string]any{"who": "x"})
+	in := lineInput(t, manifesttest.Line("three-stages"), map[string]any{"who": "x"})
 	res, rec := f.runLine(t, in, nil)
 	if res.Status != run.Succeeded {
 		t.Fatalf("status %s %+v", res.Status, res.Failure)

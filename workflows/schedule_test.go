@@ -64,7 +64,7 @@ func newDefs(t *testing.T, jobs ...string) *memDefs {
 	t.Helper()
 	d := &memDefs{jobs: map[string]store.JobVersion{}}
 	for _, name := range jobs {
-		raw, _ := json.Marshal(parseJob(t, lineJobs[name]))
+		raw, _ := json.Marshal(lineJob(t, name))
 		d.jobs[name] = store.JobVersion{ID: "jv_" + name, Manifest: raw}
 	}
 	m := lineInput(t, oneStage("hello"), nil).Manifest

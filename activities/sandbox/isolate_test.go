@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/linefactory/linefactory/activities/sandbox/sandboxtest"
 )
 
 // newIsolated is a driver with bwrap isolation; it skips (loudly) only
@@ -81,29 +83,13 @@ func TestIsolatedView(t *testing.T) {
 
 func TestIsolatedNetwork(t *testing.T) {
 	l := newIsolated(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("HOST-LISTENER\n"))
-			c.Close()
-		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	_, port, _ := net.SplitHostPort(sandboxtest.Listen(t, "tcp", "127.0.0.1:0", "HOST-LISTENER"))
 	for _, online := range []bool{false, true} {
 		sb := acquire(t, l, Spec{Name: "net" + strconv.FormatBool(online), InternetEnabled: online})
-		for _, host := range []string{"127.0.0.1", "10.0.2.2"} {
-			res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{"timeout 5 bash -c 'cat </dev/tcp/" + host + "/" + port + "'"}})
-			if res.ExitCode == 0 || strings.Contains(out, "HOST-LISTENER") {
-				t.Fatalf("online=%v: the step reached the host's loopback listener via %s: %s", online, host, out)
-			}
+		probe := sandboxtest.Script(sandboxtest.ReachHost, map[string]any{"addrs": []string{"127.0.0.1:" + port, "10.0.2.2:" + port}, "sockets": []string{}})
+		_, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{probe}})
+		if strings.Contains(out, "CONNECTED") || strings.Contains(out, "HOST-LISTENER") {
+			t.Fatalf("online=%v: the step reached the host's loopback listener: %s", online, out)
 		}
 	}
 }
@@ -114,15 +100,16 @@ func TestIsolatedStopKillsEverything(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	marker := "sleep " + strconv.Itoa(1000+os.Getpid()%100000) // unique on this host
-	t.Logf("attack/command: setsid %s & sleep 612", marker)
-	_, err := l.Exec(ctx, ExecRequest{Sandbox: sb.Name, Argv: []string{"setsid " + marker + " & sleep 612"}})
+	escape := sandboxtest.Script(sandboxtest.SetsidEscape, map[string]any{"marker": marker, "sleep": 612})
+	t.Logf("attack/command: %s", escape)
+	_, err := l.Exec(ctx, ExecRequest{Sandbox: sb.Name, Argv: []string{escape}})
 	if err == nil {
 		t.Fatal("the stopped command did not report its stop")
 	}
 	if pids := hostPids(marker); len(pids) > 0 {
 		t.Fatalf("a setsid process survived the stop: %v", pids)
 	}
-	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{`sh -c "sh -c 'python3 -c \"b = bytearray(300 << 20); print(len(b))\"'"`}})
+	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{sandboxtest.Script(sandboxtest.GrandchildAlloc, nil)}})
 	if res.ExitCode == 0 || strings.Contains(out, strconv.Itoa(300<<20)) {
 		t.Fatalf("a grandchild allocated 300 MB in a 64 MB sandbox: exit %d %s", res.ExitCode, out)
 	}
@@ -133,19 +120,7 @@ func TestIsolatedStopKillsEverything(t *testing.T) {
 
 // hostPids lists host processes whose command line is cmdline.
 func hostPids(cmdline string) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.TrimSpace(strings.ReplaceAll(string(data), "\x00", " ")) == cmdline {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return sandboxtest.Processes(func(c string) bool { return c == cmdline })
 }
 
 func fileUID(t *testing.T, path string) int {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linefactory/linefactory/internal/testwait"
 	"github.com/linefactory/linefactory/manifests"
 )
 
@@ -105,16 +106,9 @@ func TestExecResultsAndEnv(t *testing.T) {
 // groupGone tells whether no live process is left in a process group
 // (zombies waiting for a reaper do not count), polling for up to 5s.
 func groupGone(pgid int) bool {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) || !liveInGroup(pgid) {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return testwait.Until(5*time.Second, func() bool {
+		return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) || !liveInGroup(pgid)
+	})
 }
 
 func liveInGroup(pgid int) bool {
@@ -179,21 +173,19 @@ func TestTimeoutAndLeftoversKilled(t *testing.T) {
 	}
 }
 
+// waitPid waits for a pid to be written to path and returns it.
 func waitPid(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		data, err := os.ReadFile(path)
-		if err == nil && len(bytes.TrimSpace(data)) > 0 {
-			n, err := strconv.Atoi(string(bytes.TrimSpace(data)))
-			if err == nil {
-				return n
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+	var n int
+	if !testwait.Until(10*time.Second, func() bool {
+		data, _ := os.ReadFile(path) // a missing file reads as no pid yet
+		var err error
+		n, err = strconv.Atoi(string(bytes.TrimSpace(data)))
+		return err == nil
+	}) {
+		t.Fatalf("no pid in %s", path)
 	}
-	t.Fatalf("no pid in %s", path)
-	return 0
+	return n
 }
 
 func TestInternetDisabledUsesNetworkNamespace(t *testing.T) {
@@ -272,8 +264,18 @@ func TestPauseStopsRunningProcesses(t *testing.T) {
 	if err := l.Pause(ctx, sb.Name); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let a stop take effect before sampling
-	a, _ := os.ReadFile(counter)
+	// The loop writes every 20ms: a stop has taken effect once the counter
+	// holds still for 100ms; then it must not move for 300ms more (the
+	// window is what is tested).
+	var a []byte
+	if !testwait.Until(5*time.Second, func() bool {
+		prev, _ := os.ReadFile(counter)
+		time.Sleep(100 * time.Millisecond)
+		a, _ = os.ReadFile(counter)
+		return string(a) == string(prev)
+	}) {
+		t.Fatal("the counter kept moving after the pause")
+	}
 	time.Sleep(300 * time.Millisecond)
 	b, _ := os.ReadFile(counter)
 	if string(a) != string(b) {
@@ -282,16 +284,11 @@ func TestPauseStopsRunningProcesses(t *testing.T) {
 	if err := l.Resume(ctx, sb.Name); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	if !testwait.Until(5*time.Second, func() bool {
 		c, _ := os.ReadFile(counter)
-		if string(c) != string(b) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("counter did not move after resume")
-		}
-		time.Sleep(20 * time.Millisecond)
+		return string(c) != string(b)
+	}) {
+		t.Fatal("counter did not move after resume")
 	}
 }
 

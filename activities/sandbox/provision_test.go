@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -162,7 +161,7 @@ func TestCancelDuringSetupKillsItAndCleansUp(t *testing.T) {
 			SetupScripts: []manifests.SetupScript{{Script: "echo $$ > " + pidFile + "; exec sleep 600"}}})
 		errc <- err
 	}()
-	pid := waitPidFile(t, pidFile)
+	pid := waitPid(t, pidFile)
 	if sb, err := l.Get(context.Background(), "slow"); err != nil || sb.State != StateProvisioning {
 		t.Fatalf("during setup: %+v %v, want state provisioning", sb, err)
 	}
@@ -184,22 +183,6 @@ func TestCancelDuringSetupKillsItAndCleansUp(t *testing.T) {
 	}
 }
 
-func waitPidFile(t *testing.T, path string) int {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if data, err := os.ReadFile(path); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
-				return pid
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestExecDoesNotWaitForPipesHeldOutsideTheGroup(t *testing.T) {
 	l := newLocal(t)
 	sb := acquire(t, l, Spec{InternetEnabled: true})
@@ -210,7 +193,7 @@ func TestExecDoesNotWaitForPipesHeldOutsideTheGroup(t *testing.T) {
 	res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Stdout: &out,
 		Argv: []string{"setsid sh -c 'echo $$ > " + pidFile + ".tmp; mv " + pidFile + ".tmp " + pidFile + "; exec sleep 600' & " +
 			"while [ ! -s " + pidFile + " ]; do sleep 0.05; done; echo main done"}})
-	pid := waitPidFile(t, pidFile)
+	pid := waitPid(t, pidFile)
 	defer syscall.Kill(pid, syscall.SIGKILL)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec: %+v %v", res, err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 )
 
 // BenchmarkScaleOutJobRuns starts 60 one-step job runs at once against one
@@ -14,7 +16,7 @@ func BenchmarkScaleOutJobRuns(b *testing.B) {
 	for _, workers := range []int{1, 3} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			c := startScaleCluster(b, workers)
-			c.api.deploy("one", "[job]\nname = \"one\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
+			c.api.deploy("one", manifesttest.OneStepJob("one", "", `["true"]`))
 			c.api.wait(c.api.start("one", nil), time.Minute) // warm up
 			const n = 60
 			b.ResetTimer()

@@ -38,6 +38,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/linefactory/linefactory/cmd/internal/embedded"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 )
 
@@ -237,7 +238,7 @@ func (e *benchEnv) setup() {
 		job.WriteString("[[run.tasks.steps]]\nexec = [\"true\"]\n")
 	}
 	e.post("/jobs/steps/versions", "application/toml", []byte(job.String()), 200, 201)
-	e.post("/jobs/one/versions", "application/toml", []byte("[job]\nname = \"one\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n"), 200, 201)
+	e.post("/jobs/one/versions", "application/toml", []byte(manifesttest.OneStepJob("one", "", `["true"]`)), 200, 201)
 	e.post("/factory/lines/three/deploy", "application/toml", []byte(benchLine), 200, 201)
 }
 

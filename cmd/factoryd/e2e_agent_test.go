@@ -8,86 +8,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/linefactory/linefactory/internal/testwait"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 )
 
 // agentJob has an exec-mode step (custom harness) that waits for a gate
 // file in its workspace (unless gate is "none"), then two session steps of one named session; its sandbox is ensured
 // by name, so a later run resumes the session.
-const agentJob = `
-[job]
-name = "agent-e2e"
-[job.params.ticket]
-type = "string"
-[job.params.gate]
-type = "string"
-[job.params.box]
-type = "string"
-default = "agent-box"
+var agentJob = manifesttest.Job("agent-e2e")
 
-[[run.tasks]]
-name = "work"
-[run.tasks.sandbox]
-mode = "ensure"
-name = "{{box}}"
-image = "debian:bookworm"
+var agentLine = manifesttest.Line("agents")
 
-[[run.tasks.steps]]
-name = "tool"
-run_agent = { mode = "exec", harness = "custom", command = ["sh", "-c", "[ {{gate}} = none ] || while [ ! -f {{gate}} ]; do sleep 0.1; done; echo 'note=exec-{{ticket}}' >> $SVC_OUTPUT; echo '{\"model\": \"anything\", \"input_tokens\": 10}' >> $SVC_USAGE"] }
-outputs = ["note"]
-
-[[run.tasks.steps]]
-name = "first"
-[run.tasks.steps.run_agent]
-mode = "session"
-harness = "agent_a"
-session = "main"
-prompt = { type = "literal", value = "Fix {{ticket}}" }
-knowledge = [{ slug = "guide" }]
-mcp = [{ key = "tracker", url = "http://127.0.0.1:9/mcp" }]
-[run.tasks.steps.outputs]
-summary = {}
-
-[[run.tasks.steps]]
-name = "second"
-[run.tasks.steps.run_agent]
-mode = "session"
-harness = "agent_a"
-session = "main"
-prompt = { type = "literal", value = "unused" }
-resume_prompt = { type = "knowledge", slug = "resume" }
-[run.tasks.steps.outputs]
-resumed = {}
-
-[outputs.note]
-type = "string"
-[outputs.summary]
-type = "string"
-[outputs.resumed]
-type = "string"
-`
-
-const agentLine = `
-[line]
-name = "agents"
-[trigger]
-type = "manual"
-[[stages]]
-id = "work"
-job = "agent-e2e"
-`
-
-const agentFailJob = `
-[job]
-name = "agent-fail"
-[job.params.mode]
-type = "string"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-name = "think"
-run_agent = { mode = "session", harness = "agent_a", prompt = { type = "literal", value = "{{mode}} now" } }
-`
+var agentFailJob = manifesttest.Job("agent-fail")
 
 func TestEndToEndAgentSteps(t *testing.T) {
 	script, err := os.ReadFile("testdata/fake-agent.sh")
@@ -142,29 +75,22 @@ output_cents_per_mtok = 1000
 
 	// Run 1: knowledge v2 is deployed while the run waits at its gate.
 	id := d.start("agent-e2e", map[string]any{"ticket": "T-1", "gate": "gate1"})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		_, m := d.call("GET", "/job-runs/"+id, "", nil)
-		if kv, _ := m["knowledge_versions"].([]any); m["status"] == "running" && len(kv) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run never started with its knowledge: %v", m)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var m map[string]any
+	if !testwait.UntilEvery(60*time.Second, 100*time.Millisecond, func() bool {
+		_, m = d.call("GET", "/job-runs/"+id, "", nil)
+		kv, _ := m["knowledge_versions"].([]any)
+		return m["status"] == "running" && len(kv) == 2
+	}) {
+		t.Fatalf("run never started with its knowledge: %v", m)
 	}
 	knowledge("guide", "GUIDE-V2")
 	// The run is running before its sandbox exists: open the gate once the
 	// workspace is there.
-	for {
-		err := os.WriteFile(filepath.Join(workspace("agent-box"), "gate1"), nil, 0o644)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("open gate1: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testwait.UntilEvery(60*time.Second, 100*time.Millisecond, func() bool {
+		err = os.WriteFile(filepath.Join(workspace("agent-box"), "gate1"), nil, 0o644)
+		return err == nil
+	}) {
+		t.Fatalf("open gate1: %v", err)
 	}
 	run := d.wait(id, 90*time.Second)
 	if run["status"] != "succeeded" {
@@ -238,7 +164,7 @@ output_cents_per_mtok = 1000
 
 	// A line whose stage fails in an agent step fails in the agent domain.
 	d.deploy("agent-fail", agentFailJob)
-	if code, m := d.call("POST", "/factory/lines/agent-fail/deploy", "application/toml", []byte("[line]\nname = \"agent-fail\"\n[trigger]\ntype = \"manual\"\n[[stages]]\nid = \"think\"\njob = \"agent-fail\"\n")); code != 201 {
+	if code, m := d.call("POST", "/factory/lines/agent-fail/deploy", "application/toml", []byte(manifesttest.OneStageLine("agent-fail", manifesttest.Manual, "think", "agent-fail"))); code != 201 {
 		t.Fatalf("deploy agent-fail line: %d %v", code, m)
 	}
 	_, lr = d.call("POST", "/factory/lines/agent-fail/runs", "application/json", []byte(`{"params":{"mode":"FAIL"}}`))
@@ -250,12 +176,8 @@ output_cents_per_mtok = 1000
 
 	// Stopping a session step leaves no process behind.
 	id = d.start("agent-fail", map[string]any{"mode": "SLEEP"})
-	deadline = time.Now().Add(60 * time.Second)
-	for len(processesWith("sleep 3127")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the session step never started its sleep")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testwait.UntilEvery(60*time.Second, 100*time.Millisecond, func() bool { return len(processesWith("sleep 3127")) > 0 }) {
+		t.Fatal("the session step never started its sleep")
 	}
 	if code, m := d.call("POST", "/jobs/agent-fail/runs/"+id+"/stop", "application/json", []byte(`{"reason":"enough"}`)); code != 202 {
 		t.Fatalf("stop: %d %v", code, m)
@@ -263,11 +185,9 @@ output_cents_per_mtok = 1000
 	if run = d.wait(id, 60*time.Second); run["status"] != "cancelled" {
 		t.Errorf("stopped run: %v", run["status"])
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for len(processesWith("sleep 3127"))+len(processesWith("fake-agent")) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("processes left after the stop: %v %v", processesWith("sleep 3127"), processesWith("fake-agent"))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testwait.UntilEvery(30*time.Second, 100*time.Millisecond, func() bool {
+		return len(processesWith("sleep 3127"))+len(processesWith("fake-agent")) == 0
+	}) {
+		t.Fatalf("processes left after the stop: %v %v", processesWith("sleep 3127"), processesWith("fake-agent"))
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 )
 
 // buildFactoryctl builds the client binary once per test.
@@ -77,9 +79,9 @@ func TestEndToEndCLI(t *testing.T) {
 
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "jobs", "boom"), "job.toml",
-		"[job]\nname = \"boom\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nname = \"explode\"\nexec = [\"echo going down; exit 3\"]\n")
+		manifesttest.OneStepJob("boom", "explode", `["echo going down; exit 3"]`))
 	writeFile(t, filepath.Join(dir, "lines"), "doomed.toml",
-		"[line]\nname = \"doomed\"\n[trigger]\ntype = \"manual\"\n[[stages]]\nid = \"only\"\njob = \"boom\"\n")
+		manifesttest.OneStageLine("doomed", manifesttest.Manual, "only", "boom"))
 	if code, out := runCtl(t, ctl, env, "deploy", dir); code != 0 {
 		t.Fatalf("deploy doomed: exit %d\n%s", code, out)
 	}

@@ -10,100 +10,42 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/linefactory/linefactory/cmd/internal/embedded"
+	"github.com/linefactory/linefactory/internal/testwait"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/workflows"
 )
 
-const loopJob = `[job]
-name = "inc"
-[job.params.label]
-type = "string"
-default = "x"
-[run.sandbox]
-mode = "ensure"
-name = "counter"
-image = "local"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-exec = ["sh", "-c", "sleep 0.3; n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; echo n=$n >> $SVC_OUTPUT"]
-outputs = ["n"]
-[outputs.n]
-type = "integer"
-`
+var loopJob = manifesttest.Job("inc-labelled")
 
-const greetJob = `[job]
-name = "greet"
-[job.params.who]
-type = "string"
-default = "world"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-exec = ["sh", "-c", "echo greeting=hello-{{who}} >> $SVC_OUTPUT"]
-outputs = ["greeting"]
-[outputs.greeting]
-type = "string"
-`
+var greetJob = manifesttest.Job("greet")
 
-const loopLine = `[line]
-name = "loop"
-[trigger]
-type = "manual"
-[[stages]]
-id = "start"
-job = "greet"
-[[stages]]
-id = "inc"
-job = "inc"
-[[stages]]
-id = "end"
-job = "greet"
-[[transitions]]
-type = "conditional"
-id = "go"
-from = "start"
-to = "inc"
-when = { op = "eq", left = { type = "stage", path = "status" }, right = { type = "literal", value = "succeeded" } }
-[[transitions]]
-type = "conditional"
-id = "again"
-from = "inc"
-to = "inc"
-max_iterations = 5
-when = { op = "ne", left = { type = "stage", path = "outputs.n" }, right = { type = "literal", value = 3 } }
-[[transitions]]
-type = "conditional"
-id = "done"
-from = "inc"
-to = "end"
-when = { op = "eq", left = { type = "stage", path = "outputs.n" }, right = { type = "literal", value = 3 } }
-params = { who = { type = "output", stage = "start", name = "greeting" } }
-`
+var loopLine = manifesttest.Line("loop")
 
 func (d *daemon) waitLine(id string, limit time.Duration) map[string]any {
 	d.t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		_, m := d.call("GET", "/factory/line-runs/"+id, "", nil)
+	var m map[string]any
+	if !testwait.UntilEvery(limit, 100*time.Millisecond, func() bool {
+		_, m = d.call("GET", "/factory/line-runs/"+id, "", nil)
 		switch m["status"] {
 		case "succeeded", "failed", "cancelled":
-			return m
+			return true
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("line run %s still %v after %s", id, m["status"], limit)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	}) {
+		d.t.Fatalf("line run %s still %v after %s", id, m["status"], limit)
 	}
+	return m
 }
 
 func TestEndToEndLineRun(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), nil)
 	d.deploy("inc", loopJob)
 	d.deploy("greet", greetJob)
-	d.deploy("sleepy", "[job]\nname = \"sleepy\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"sleep 7654\"]\n")
+	d.deploy("sleepy", manifesttest.OneStepJob("sleepy", "", `["sh", "-c", "sleep 7654"]`))
 	if code, m := d.call("POST", "/factory/lines/loop/deploy", "application/toml", []byte(loopLine)); code != 201 {
 		t.Fatalf("deploy line: %d %v", code, m)
 	}
@@ -118,15 +60,13 @@ func TestEndToEndLineRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var state map[string]any
-	for {
-		v, err := c.QueryWorkflow(ctx, run.LineRunWorkflowID(id), "", workflows.StateQuery)
-		if err == nil && v.Get(&state) == nil && state["id"] == id && state["status"] == "running" {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("state query never answered: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var err error
+	if !testwait.UntilEvery(30*time.Second, 50*time.Millisecond, func() bool {
+		var v converter.EncodedValue
+		v, err = c.QueryWorkflow(ctx, run.LineRunWorkflowID(id), "", workflows.StateQuery)
+		return err == nil && v.Get(&state) == nil && state["id"] == id && state["status"] == "running"
+	}) {
+		t.Fatalf("state query never answered: %v", err)
 	}
 
 	// The query and GET agree, allowing for progress between the calls.
@@ -212,18 +152,14 @@ func TestEndToEndLineRun(t *testing.T) {
 	}
 
 	// A stopped line leaves no running job run or process.
-	sleepLine := "[line]\nname = \"nap\"\n[trigger]\ntype = \"manual\"\n[[stages]]\nid = \"nap\"\njob = \"sleepy\"\n"
+	sleepLine := manifesttest.OneStageLine("nap", manifesttest.Manual, "nap", "sleepy")
 	if code, m := d.call("POST", "/factory/lines/nap/deploy", "application/toml", []byte(sleepLine)); code != 201 {
 		t.Fatalf("deploy nap: %d %v", code, m)
 	}
 	_, m = d.call("POST", "/factory/lines/nap/runs", "application/json", nil)
 	id = m["id"].(string)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(processesWith("sleep 7654")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the stage never started")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testwait.UntilEvery(30*time.Second, 50*time.Millisecond, func() bool { return len(processesWith("sleep 7654")) > 0 }) {
+		t.Fatal("the stage never started")
 	}
 	if code, m := d.call("POST", "/factory/line-runs/"+id+"/stop", "application/json", []byte(`{"reason":"e2e stop"}`)); code != 202 {
 		t.Fatalf("stop: %d %v", code, m)
@@ -251,7 +187,7 @@ func jsonString(v any) string {
 func TestEndToEndScheduleFires(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), nil)
 	d.deploy("greet", greetJob)
-	line := "[line]\nname = \"daily\"\n[trigger]\ntype = \"schedule\"\ncron = \"0 3 * * *\"\ninputs = { who = \"cron\" }\n[[stages]]\nid = \"s\"\njob = \"greet\"\n"
+	line := manifesttest.OneStageLine("daily", "type = \"schedule\"\ncron = \"0 3 * * *\"\ninputs = { who = \"cron\" }", "s", "greet")
 	if code, m := d.call("POST", "/factory/lines/daily/deploy", "application/toml", []byte(line)); code != 201 {
 		t.Fatalf("deploy: %d %v", code, m)
 	}
@@ -260,23 +196,19 @@ func TestEndToEndScheduleFires(t *testing.T) {
 	if err := c.ScheduleClient().GetHandle(context.Background(), run.LineScheduleID("daily")).Trigger(context.Background(), client.ScheduleTriggerOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		runs := d.list("/factory/lines/daily/runs")
-		if len(runs) == 1 && runs[0]["status"] == "succeeded" {
-			if runs[0]["trigger"].(map[string]any)["source"] != "schedule" || runs[0]["run_params"].(map[string]any)["who"] != "cron" {
-				t.Fatalf("scheduled run: %v", runs[0])
-			}
-			_, full := d.call("GET", "/factory/line-runs/"+runs[0]["id"].(string), "", nil)
-			if full["stage_outputs"].(map[string]any)["s"].(map[string]any)["greeting"] != "hello-cron" {
-				t.Fatalf("scheduled run outputs: %v", full["stage_outputs"])
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no scheduled run: %v", runs)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var runs []map[string]any
+	if !testwait.UntilEvery(60*time.Second, 200*time.Millisecond, func() bool {
+		runs = d.list("/factory/lines/daily/runs")
+		return len(runs) == 1 && runs[0]["status"] == "succeeded"
+	}) {
+		t.Fatalf("no scheduled run: %v", runs)
+	}
+	if runs[0]["trigger"].(map[string]any)["source"] != "schedule" || runs[0]["run_params"].(map[string]any)["who"] != "cron" {
+		t.Fatalf("scheduled run: %v", runs[0])
+	}
+	_, full := d.call("GET", "/factory/line-runs/"+runs[0]["id"].(string), "", nil)
+	if full["stage_outputs"].(map[string]any)["s"].(map[string]any)["greeting"] != "hello-cron" {
+		t.Fatalf("scheduled run outputs: %v", full["stage_outputs"])
 	}
 }
 
@@ -331,21 +263,16 @@ func TestEndToEndJobScheduleFires(t *testing.T) {
 	if err := h.Trigger(context.Background(), client.ScheduleTriggerOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		runs := d.list("/jobs/tick/runs")
-		if len(runs) == 1 && runs[0]["status"] == "succeeded" {
-			r := runs[0]
-			if r["job_version_id"] != dep["id"] || r["run_params"].(map[string]any)["who"] != "cron" ||
-				r["result_payload"].(map[string]any)["outputs"].(map[string]any)["greeting"] != "hello-cron" {
-				t.Fatalf("scheduled run: %v", r)
-			}
-			break
-		}
-		if len(runs) > 1 || time.Now().After(deadline) {
-			t.Fatalf("scheduled runs: %v", runs)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var runs []map[string]any
+	if !testwait.UntilEvery(60*time.Second, 200*time.Millisecond, func() bool {
+		runs = d.list("/jobs/tick/runs")
+		return len(runs) > 1 || (len(runs) == 1 && runs[0]["status"] == "succeeded")
+	}) || len(runs) > 1 {
+		t.Fatalf("scheduled runs: %v", runs)
+	}
+	if r := runs[0]; r["job_version_id"] != dep["id"] || r["run_params"].(map[string]any)["who"] != "cron" ||
+		r["result_payload"].(map[string]any)["outputs"].(map[string]any)["greeting"] != "hello-cron" {
+		t.Fatalf("scheduled run: %v", r)
 	}
 	// A version without [schedule] drops the Temporal Schedule.
 	d.deploy("tick", strings.Replace(greetJob, `name = "greet"`, `name = "tick"`, 1))

@@ -12,37 +12,13 @@ import (
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 )
 
 // triageLine waits for a person's select: its agentic transition has no
 // router on a server without a configuration file.
-const triageLine = `[line]
-name = "triage"
-[trigger]
-type = "manual"
-[[stages]]
-id = "look"
-job = "greet"
-[[stages]]
-id = "fix"
-job = "greet"
-[[stages]]
-id = "close"
-job = "greet"
-[[transitions]]
-type = "agentic"
-id = "decide"
-from = "look"
-instructions = { type = "literal", value = "Pick fix when the greeting looks wrong, else close." }
-[[transitions.options]]
-name = "fix"
-to = "fix"
-[[transitions.options]]
-name = "close"
-to = "close"
-params = { who = { type = "literal", value = "closer" } }
-`
+var triageLine = manifesttest.Line("triage-select")
 
 // TestRecordReplayHistories records the histories workflows' replay test
 // checks the code against: a job run, a line run with a loop, and a line run
@@ -76,17 +52,7 @@ func TestRecordReplayHistories(t *testing.T) {
 	saveHistory(t, c, run.LineRunWorkflowID(loop), filepath.Join(dir, "linerun-loop.json"))
 
 	sel := d.startLine("triage", triageLine)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		_, m := d.call("GET", "/factory/line-runs/"+sel, "", nil)
-		if m["status"] == string(run.Waiting) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("triage line run %s never waited: %v", sel, m)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	d.routingWaitStatus(sel, string(run.Waiting), 2*time.Minute)
 	body, _ := json.Marshal(map[string]any{"action": "select", "transition_id": "decide", "option": "close"})
 	if code, m := d.call("POST", "/factory/line-runs/"+sel+"/control", "application/json", body); code != 202 {
 		t.Fatalf("select: %d %v", code, m)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linefactory/linefactory/internal/testwait"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 )
 
@@ -33,17 +35,11 @@ func robustEnv(t *testing.T, dataDir string) []string {
 // waitFor polls get until ok says the value is what is wanted.
 func waitFor(t *testing.T, what string, limit time.Duration, get func() map[string]any, ok func(map[string]any) bool) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		m := get()
-		if ok(m) {
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, limit, m)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var m map[string]any
+	if !testwait.UntilEvery(limit, 100*time.Millisecond, func() bool { m = get(); return ok(m) }) {
+		t.Fatalf("%s: not within %s: %v", what, limit, m)
 	}
+	return m
 }
 
 // TestEndToEndReconcileTerminated: a job workflow and a line workflow
@@ -51,8 +47,8 @@ func waitFor(t *testing.T, what string, limit time.Duration, get func() map[stri
 // reconcile period, and logs?follow ends.
 func TestEndToEndReconcileTerminated(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), robustEnv(t, t.TempDir()))
-	d.deploy("sleepy", "[job]\nname = \"sleepy\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"echo started; sleep 4321\"]\n")
-	line := "[line]\nname = \"nap\"\n[trigger]\ntype = \"manual\"\n[[stages]]\nid = \"nap\"\njob = \"sleepy\"\n"
+	d.deploy("sleepy", manifesttest.OneStepJob("sleepy", "", `["sh", "-c", "echo started; sleep 4321"]`))
+	line := manifesttest.OneStageLine("nap", manifesttest.Manual, "nap", "sleepy")
 	if code, m := d.call("POST", "/factory/lines/nap/deploy", "application/toml", []byte(line)); code != 201 {
 		t.Fatalf("deploy nap: %d %v", code, m)
 	}
@@ -108,7 +104,7 @@ func TestEndToEndReconcileTerminated(t *testing.T) {
 func TestEndToEndKillDuringBurst(t *testing.T) {
 	dir := t.TempDir()
 	d := startDaemon(t, dir, robustEnv(t, dir))
-	d.deploy("quick", "[job]\nname = \"quick\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
+	d.deploy("quick", manifesttest.OneStepJob("quick", "", `["true"]`))
 
 	const n = 100
 	var (
@@ -141,7 +137,13 @@ func TestEndToEndKillDuringBurst(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(400 * time.Millisecond) // the kill lands in the middle of the burst
+	// The kill lands in the middle of the burst: once its first run is
+	// answered.
+	testwait.Until(30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(answered) > 0
+	})
 	d.kill(syscall.SIGKILL)
 	wg.Wait()
 
@@ -189,7 +191,7 @@ func TestEndToEndRollingRestarts(t *testing.T) {
 	dir := t.TempDir()
 	env := append(robustEnv(t, dir), "FACTORY_SHUTDOWN_GRACE=1s")
 	d := startDaemon(t, dir, env)
-	d.deploy("long", "[job]\nname = \"long\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nname = \"s\"\nexec = [\"sh\", \"-c\", \"echo begin; sleep 8; echo end\"]\n")
+	d.deploy("long", manifesttest.OneStepJob("long", "s", `["sh", "-c", "echo begin; sleep 8; echo end"]`))
 	id := d.start("long", nil)
 	for restart := 1; restart <= 3; restart++ {
 		attempt := float64(restart)

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,74 +16,22 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/activities/inferencetest"
+	"github.com/linefactory/linefactory/internal/testwait"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
 
 // triageE2ELine routes its triage stage with an agentic transition: fix
 // (binding a param) or drop.
-const triageE2ELine = `[line]
-name = "triage"
-[trigger]
-type = "manual"
-[agent]
-instructions = { type = "literal", value = "Prefer fixing." }
-[[stages]]
-id = "triage"
-job = "greet"
-[[stages]]
-id = "fix"
-job = "greet"
-[[stages]]
-id = "drop"
-job = "greet"
-[[transitions]]
-type = "agentic"
-id = "route"
-from = "triage"
-instructions = { type = "literal", value = "Fix what can be fixed." }
-[[transitions.options]]
-name = "fix"
-to = "fix"
-[transitions.options.params]
-who = { type = "literal", value = "fixer" }
-[[transitions.options]]
-name = "drop"
-to = "drop"
-`
+var triageE2ELine = manifesttest.Line("triage-greet")
 
-// fakeInference is an OpenAI-compatible server: the router's chat
-// completions answer content; other models answer "hi"; every answer
-// carries usage 1M input and 0.5M output tokens.
-type fakeInference struct {
-	mu      sync.Mutex
-	content string
-	auth    []string
-	models  []string
-}
-
-func (f *fakeInference) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body map[string]any
-	_ = json.NewDecoder(r.Body).Decode(&body)
-	f.mu.Lock()
-	f.auth = append(f.auth, r.Header.Get("Authorization"))
-	model, _ := body["model"].(string)
-	f.models = append(f.models, model)
-	content := f.content
-	f.mu.Unlock()
-	if model != "router-small" {
-		content = "hi"
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"id": "c", "object": "chat.completion", "created": 1, "model": model,
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": content}}},
-		"usage":   map[string]any{"prompt_tokens": 1_000_000, "completion_tokens": 500_000, "total_tokens": 1_500_000}})
-}
-
-func (f *fakeInference) seen() (auth, models []string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string{}, f.auth...), append([]string{}, f.models...)
+// newFakeInference is the upstream the daemon's inference calls reach: the
+// router's chat completions answer content; other models answer "hi";
+// every answer carries usage 1M input and 0.5M output tokens.
+func newFakeInference(content string) *inferencetest.Server {
+	return &inferencetest.Server{Content: content, Model: "router-small", PromptTokens: 1_000_000, CompletionTokens: 500_000}
 }
 
 // startRoutingDaemon starts factoryd with the configuration file cfg.
@@ -120,17 +66,14 @@ func (d *daemon) routingStart(line string) string {
 // waitStatus polls a line run until it has status.
 func (d *daemon) routingWaitStatus(id, status string, limit time.Duration) map[string]any {
 	d.t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		_, m := d.call("GET", "/factory/line-runs/"+id, "", nil)
-		if m["status"] == status {
-			return m
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("line run %s is %v after %s, want %s: %v", id, m["status"], limit, status, m)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var m map[string]any
+	if !testwait.UntilEvery(limit, 100*time.Millisecond, func() bool {
+		_, m = d.call("GET", "/factory/line-runs/"+id, "", nil)
+		return m["status"] == status
+	}) {
+		d.t.Fatalf("line run %s is %v after %s, want %s: %v", id, m["status"], limit, status, m)
 	}
+	return m
 }
 
 func (d *daemon) routingControl(id string, body map[string]any) (int, map[string]any) {
@@ -153,9 +96,8 @@ func routingDetailType(m map[string]any) string {
 // the option's stage runs), its tokens priced into the line run; and the
 // inference gateway meters a running job run through its own token.
 func TestEndToEndRouterRoutes(t *testing.T) {
-	fake := &fakeInference{content: `{"option": "fix", "reason": "it can be fixed"}`}
-	upstream := httptest.NewServer(fake)
-	defer upstream.Close()
+	fake := newFakeInference(`{"option": "fix", "reason": "it can be fixed"}`)
+	upstreamURL := fake.Start(t)
 	d := startRoutingDaemon(t, fmt.Sprintf(`
 [inference]
 base_url = "%s/v1"
@@ -171,7 +113,7 @@ output_cents_per_mtok = 300
 [router]
 model = "router-small"
 timeout = "10s"
-`, upstream.URL))
+`, upstreamURL))
 	d.deploy("greet", greetJob)
 	if code, m := d.call("POST", "/factory/lines/triage/deploy", "application/toml", []byte(triageE2ELine)); code != 201 {
 		t.Fatalf("deploy line: %d %v", code, m)
@@ -197,28 +139,20 @@ timeout = "10s"
 	// run gets a token (as a svc_inference step would), its calls reach
 	// the upstream with the upstream key, the usage is priced onto it, and
 	// the token stops working when it ends.
-	d.deploy("nap", `[job]
-name = "nap"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-exec = ["sleep", "8"]
-`)
+	d.deploy("nap", manifesttest.Job("nap"))
 	jr := d.start("nap", nil)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, m := d.call("GET", "/job-runs/"+jr, "", nil); m["status"] == "running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the job run never ran")
-		}
+	if !testwait.UntilEvery(30*time.Second, 50*time.Millisecond, func() bool {
+		_, m := d.call("GET", "/job-runs/"+jr, "", nil)
+		return m["status"] == "running"
+	}) {
+		t.Fatal("the job run never ran")
 	}
 	st, err := store.Open(context.Background(), filepath.Join(routingEnv(d, "FACTORY_DATA_DIR"), "factory.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	acts := &activities.Activities{Inference: &activities.Inference{BaseURL: upstream.URL + "/v1", GatewayURL: d.base + "/inference/v1"}, InferenceTokens: st}
+	acts := &activities.Activities{Inference: &activities.Inference{BaseURL: upstreamURL + "/v1", GatewayURL: d.base + "/inference/v1"}, InferenceTokens: st}
 	stepEnv, err := acts.InferenceStepEnv(context.Background(), jr, "think")
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +173,7 @@ exec = ["sleep", "8"]
 	if code, body := gateway(stepEnv[activities.EnvInferenceToken]); code != 200 || !strings.Contains(body, `"content":"hi"`) {
 		t.Fatalf("gateway: %d %s", code, body)
 	}
-	auth, models := fake.seen()
+	auth, models := fake.Auth(), fake.Models()
 	if auth[len(auth)-1] != "Bearer upstream-key" || models[len(models)-1] != "worker-large" {
 		t.Fatalf("the upstream saw %v %v", auth, models)
 	}
@@ -296,14 +230,13 @@ func TestEndToEndWaitAndSelect(t *testing.T) {
 	ctx := context.Background()
 	wfID := run.LineRunWorkflowID(answered)
 	// Operators find waiting runs in the Web UI by the search attribute.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: `LinefactoryStatus = "waiting"`})
-		if err == nil && routingHasWorkflow(resp, wfID) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no waiting run in the visibility store (err %v)", err)
-		}
+	var err error
+	if !testwait.UntilEvery(20*time.Second, 200*time.Millisecond, func() bool {
+		var resp *workflowservice.ListWorkflowExecutionsResponse
+		resp, err = c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: `LinefactoryStatus = "waiting"`})
+		return err == nil && routingHasWorkflow(resp, wfID)
+	}) {
+		t.Fatalf("no waiting run in the visibility store (err %v)", err)
 	}
 	events := func() int {
 		n := 0
@@ -389,9 +322,8 @@ func TestEndToEndGatewaySessionStep(t *testing.T) {
 	// The step runs isolated (the default, bwrap), where it reaches nothing
 	// of the host but the gateway, forwarded to its own loopback.
 	requireIsolation(t)
-	fake := &fakeInference{}
-	upstream := httptest.NewServer(fake)
-	defer upstream.Close()
+	fake := newFakeInference("")
+	upstreamURL := fake.Start(t)
 	script, _ := json.Marshal(gatewayAgentScript)
 	d := startRoutingDaemon(t, fmt.Sprintf(`
 [harnesses.agent_a]
@@ -403,29 +335,8 @@ api_key_env = "E2E_INFERENCE_KEY"
 name = "worker-large"
 input_cents_per_mtok = 100
 output_cents_per_mtok = 300
-`, script, upstream.URL))
-	d.deploy("gw", `[job]
-name = "gw"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-name = "think"
-[run.tasks.steps.run_agent]
-mode = "session"
-harness = "agent_a"
-model_provider = "svc_inference"
-prompt = { type = "literal", value = "say hi" }
-[run.tasks.steps.outputs]
-leaked = {}
-token = {}
-base = {}
-[outputs.leaked]
-type = "string"
-[outputs.token]
-type = "string"
-[outputs.base]
-type = "string"
-`)
+`, script, upstreamURL))
+	d.deploy("gw", manifesttest.Job("gateway-session"))
 	jr := d.wait(d.start("gw", nil), 60*time.Second)
 	if jr["status"] != "succeeded" {
 		t.Fatalf("job run %v", jr)
@@ -434,7 +345,7 @@ type = "string"
 	if out["leaked"] != "no" || !strings.HasPrefix(out["token"].(string), activities.InferenceTokenPrefix) || out["base"] != fmt.Sprintf("http://127.0.0.1:%d/inference/v1", activities.InferenceSandboxPort) {
 		t.Fatalf("step outputs %v", out)
 	}
-	auth, models := fake.seen()
+	auth, models := fake.Auth(), fake.Models()
 	if len(auth) != 1 || auth[0] != "Bearer upstream-key" || models[0] != "worker-large" {
 		t.Fatalf("the upstream saw %v %v", auth, models)
 	}

@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,11 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/driver/postgres"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
-
 	"github.com/linefactory/linefactory/cmd/internal/embedded"
+	"github.com/linefactory/linefactory/internal/testwait"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
+	"github.com/linefactory/linefactory/store/storetest"
 )
 
 // scaleCluster is one API process and some worker processes sharing a
@@ -55,28 +53,7 @@ func scaleStore(t testing.TB) string {
 		t.Log("FACTORY_TEST_POSTGRES_DSN is unset: the processes share a SQLite file")
 		return filepath.Join(t.TempDir(), "factory.db")
 	}
-	schema := fmt.Sprintf("scale_%d_%d", time.Now().UnixNano(), os.Getpid())
-	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
-	if err != nil {
-		t.Fatalf("connect to PostgreSQL: %v", err)
-	}
-	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		admin.Exec("DROP SCHEMA " + schema + " CASCADE")
-		if db, err := admin.DB(); err == nil {
-			_ = db.Close()
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return storetest.FreshSchema(t, dsn, "scale")
 }
 
 func startScaleCluster(t testing.TB, workers int, extraEnv ...string) *scaleCluster {
@@ -163,95 +140,15 @@ func (c *scaleCluster) where(run map[string]any) int {
 	return i
 }
 
-const scaleMultiJob = `[job]
-name = "multi"
-[[run.tasks]]
-name = "a"
-[[run.tasks.steps]]
-name = "write"
-exec = ["sh", "-c", "echo {{run_id}} > mark"]
-[[run.tasks.steps]]
-name = "check"
-exec = ["sh", "-c", "test \"$(cat mark)\" = {{run_id}}"]
-[[run.tasks]]
-name = "b"
-[[run.tasks.steps]]
-name = "write-b"
-exec = ["sh", "-c", "echo {{run_id}} > mark"]
-[[run.tasks.steps]]
-name = "read-b"
-exec = ["sh", "-c", "test \"$(cat mark)\" = {{run_id}} && echo \"where=$(pwd)\" >> \"$SVC_OUTPUT\""]
-outputs = ["where"]
-[outputs.where]
-type = "string"
-`
+var scaleMultiJob = manifesttest.Job("scale-multi")
 
-const scaleKeepJob = `[job]
-name = "keep"
-[job.params.box]
-type = "string"
-[run.sandbox]
-mode = "ensure"
-name = "{{box}}"
-image = "debian:bookworm"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-name = "write"
-exec = ["sh", "-c", "echo kept > kept.txt && echo \"where=$(pwd)\" >> \"$SVC_OUTPUT\""]
-outputs = ["where"]
-[[run.tasks.steps]]
-name = "snap"
-snapshot = { name = "{{box}}-snap" }
-[outputs.where]
-type = "string"
-`
+var scaleKeepJob = manifesttest.Job("scale-keep")
 
-const scaleReuseJob = `[job]
-name = "again"
-[job.params.box]
-type = "string"
-[run.sandbox]
-mode = "reuse"
-name = "{{box}}"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-name = "read"
-exec = ["sh", "-c", "test \"$(cat kept.txt)\" = kept && echo \"where=$(pwd)\" >> \"$SVC_OUTPUT\""]
-outputs = ["where"]
-[outputs.where]
-type = "string"
-`
+var scaleReuseJob = manifesttest.Job("read-kept", map[string]any{"name": "again", "param": "box", "sandbox": "mode = \"reuse\"\nname = \"{{box}}\""})
 
-const scaleRestoreJob = `[job]
-name = "restore"
-[job.params.snap]
-type = "string"
-[run.sandbox]
-image = "debian:bookworm"
-snapshot_name = "{{snap}}"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-name = "read"
-exec = ["sh", "-c", "test \"$(cat kept.txt)\" = kept && echo \"where=$(pwd)\" >> \"$SVC_OUTPUT\""]
-outputs = ["where"]
-[outputs.where]
-type = "string"
-`
+var scaleRestoreJob = manifesttest.Job("read-kept", map[string]any{"name": "restore", "param": "snap", "sandbox": "image = \"debian:bookworm\"\nsnapshot_name = \"{{snap}}\""})
 
-const scaleSlowJob = `[job]
-name = "slow"
-[[run.tasks]]
-name = "t"
-[[run.tasks.steps]]
-name = "nap"
-exec = ["sh", "-c", "sleep 6; echo \"where=$(pwd)\" >> \"$SVC_OUTPUT\""]
-outputs = ["where"]
-[outputs.where]
-type = "string"
-`
+var scaleSlowJob = manifesttest.Job("scale-slow")
 
 // startMany starts n runs of a job at once.
 func startMany(d *daemon, job string, n int) []string {
@@ -338,11 +235,7 @@ func TestEndToEndScaleOut(t *testing.T) {
 	// Wait until every run's step runs, then kill a worker running some.
 	victim := -1
 	onVictim := map[string]bool{}
-	deadline := time.Now().Add(time.Minute)
-	for victim < 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the slow runs did not all start their step within a minute")
-		}
+	if !testwait.UntilEvery(time.Minute, 50*time.Millisecond, func() bool {
 		holders := map[string]int{}
 		for _, id := range slow {
 			_, run := api.call("GET", "/job-runs/"+id, "", nil)
@@ -367,9 +260,10 @@ func TestEndToEndScaleOut(t *testing.T) {
 			for id, h := range holders {
 				onVictim[id] = h == victim
 			}
-			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		return victim >= 0
+	}) {
+		t.Fatal("the slow runs did not all start their step within a minute")
 	}
 	n := 0
 	for _, on := range onVictim {

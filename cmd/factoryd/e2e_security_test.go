@@ -20,6 +20,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/linefactory/linefactory/activities/sandbox"
+	"github.com/linefactory/linefactory/activities/sandbox/sandboxtest"
+	"github.com/linefactory/linefactory/internal/testwait"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 )
 
@@ -46,6 +49,22 @@ func (d *daemon) stepLog(id string) string {
 	defer r.Body.Close()
 	data, _ := io.ReadAll(r.Body)
 	return string(data)
+}
+
+// waitFinishedRun waits for a run of job to succeed or fail and returns
+// it (nil when none does within limit).
+func (d *daemon) waitFinishedRun(job string, limit time.Duration) map[string]any {
+	var done map[string]any
+	testwait.UntilEvery(limit, 100*time.Millisecond, func() bool {
+		for _, r := range d.list("/jobs/" + job + "/runs") {
+			if r["status"] == "succeeded" || r["status"] == "failed" {
+				done = r
+				return true
+			}
+		}
+		return false
+	})
+	return done
 }
 
 // attack deploys and runs a hostile step and returns its output.
@@ -80,38 +99,8 @@ func TestHostileSteps(t *testing.T) {
 			temporalAddr = "127.0.0.1:" + v
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("HOST-LOOPBACK-REACHED\n"))
-			c.Close()
-		}
-	}()
-	sock := filepath.Join(t.TempDir(), "host.sock")
-	uln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer uln.Close()
-	go func() {
-		for {
-			c, err := uln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("HOST-SOCKET-REACHED\n"))
-			c.Close()
-		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	_, port, _ := net.SplitHostPort(sandboxtest.Listen(t, "tcp", "127.0.0.1:0", "HOST-LOOPBACK-REACHED"))
+	sock := sandboxtest.Listen(t, "unix", filepath.Join(t.TempDir(), "host.sock"), "HOST-SOCKET-REACHED")
 
 	t.Run("environment", func(t *testing.T) {
 		_, out := d.attack(t, "envthief", `tr '\0' '\n' </proc/$PPID/environ; cat /proc/1/environ /proc/*/environ 2>/dev/null | tr '\0' '\n'; env`, "", nil)
@@ -139,10 +128,8 @@ func TestHostileSteps(t *testing.T) {
 		sbx := fmt.Sprintf("internet_enabled = %v", online)
 		name := "net" + strconv.FormatBool(online)
 		t.Run("temporal and host from "+name, func(t *testing.T) {
-			script := fmt.Sprintf(`for a in %s 127.0.0.1:%s 10.0.2.2:%s; do timeout 5 bash -c "exec 3<>/dev/tcp/${a%%:*}/${a#*:} && echo CONNECTED $a; cat <&3" 2>&1; done; `+
-				`python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect("%s"); print(s.recv(100))' 2>&1; `+
-				`python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect("/var/run/postgresql/.s.PGSQL.5432"); print("CONNECTED pg")' 2>&1; true`,
-				temporalAddr, port, port, sock)
+			script := sandboxtest.Script(sandboxtest.ReachHost, map[string]any{"addrs": []string{temporalAddr, "127.0.0.1:" + port, "10.0.2.2:" + port},
+				"sockets": []string{sock, "/var/run/postgresql/.s.PGSQL.5432"}})
 			_, out := d.attack(t, name, script, sbx, nil)
 			for _, bad := range []string{"CONNECTED", "HOST-LOOPBACK-REACHED", "HOST-SOCKET-REACHED"} {
 				if strings.Contains(out, bad) {
@@ -180,34 +167,26 @@ func TestHostileSteps(t *testing.T) {
 		}
 	})
 	t.Run("memory from a grandchild", func(t *testing.T) {
-		run, out := d.attack(t, "hog", `sh -c "sh -c 'python3 -c \"b = bytearray(300 << 20); print(len(b))\"'"`, "memory_mb = 64", nil)
+		run, out := d.attack(t, "hog", sandboxtest.Script(sandboxtest.GrandchildAlloc, nil), "memory_mb = 64", nil)
 		if run["status"] == "succeeded" || strings.Contains(out, strconv.Itoa(300<<20)) {
 			t.Fatalf("a grandchild allocated 300 MB in a 64 MB sandbox: %v\n%s", run["status"], out)
 		}
 	})
 	t.Run("setsid survives a stop", func(t *testing.T) {
 		marker := "sleep " + strconv.Itoa(1000+os.Getpid()%100000) // unique on this host
-		script := "setsid " + marker + " & sleep 616"
+		script := sandboxtest.Script(sandboxtest.SetsidEscape, map[string]any{"marker": marker, "sleep": 616})
 		t.Logf("attack survivor: %s", script)
 		d.deploy("survivor", hostileJob("survivor", script, ""))
 		id := d.start("survivor", nil)
-		deadline := time.Now().Add(60 * time.Second)
-		for len(processesWith(marker)) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the step never started")
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !testwait.UntilEvery(60*time.Second, 50*time.Millisecond, func() bool { return len(processesWith(marker)) > 0 }) {
+			t.Fatal("the step never started")
 		}
 		if code, m := d.call("POST", "/jobs/survivor/runs/"+id+"/stop", "application/json", []byte(`{}`)); code >= 300 {
 			t.Fatalf("stop: %d %v", code, m)
 		}
 		d.wait(id, 60*time.Second)
-		deadline = time.Now().Add(10 * time.Second)
-		for len(processesWith(marker)) > 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("setsid sleep survived the stop: %v", processesWith(marker))
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !testwait.UntilEvery(10*time.Second, 50*time.Millisecond, func() bool { return len(processesWith(marker)) == 0 }) {
+			t.Fatalf("setsid sleep survived the stop: %v", processesWith(marker))
 		}
 	})
 	t.Run("code through a param", func(t *testing.T) {
@@ -225,7 +204,7 @@ func TestHostileSteps(t *testing.T) {
 	t.Run("code through a schedule input", func(t *testing.T) {
 		d.deploy("greeter", hostileJob("greeter", "echo hello {{who}}; echo greeting=x >> $SVC_OUTPUT", ""))
 		evil := "$(echo PWNED-SCHEDULE)"
-		line := fmt.Sprintf("[line]\nname = \"cronattack\"\n[trigger]\ntype = \"schedule\"\ncron = \"0 3 * * *\"\ninputs = { who = %q }\n[[stages]]\nid = \"s\"\njob = \"greeter\"\n", evil)
+		line := manifesttest.OneStageLine("cronattack", fmt.Sprintf("type = \"schedule\"\ncron = \"0 3 * * *\"\ninputs = { who = %q }", evil), "s", "greeter")
 		t.Logf("attack schedule input: who = %s", evil)
 		if code, m := d.call("POST", "/factory/lines/cronattack/deploy", "application/toml", []byte(line)); code != 201 {
 			t.Fatalf("deploy: %d %v", code, m)
@@ -234,29 +213,20 @@ func TestHostileSteps(t *testing.T) {
 		if err := c.ScheduleClient().GetHandle(context.Background(), run.LineScheduleID("cronattack")).Trigger(context.Background(), client.ScheduleTriggerOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			for _, r := range d.list("/jobs/greeter/runs") {
-				if r["status"] == "succeeded" || r["status"] == "failed" {
-					out := d.stepLog(r["id"].(string))
-					t.Logf("output:\n%s", out)
-					if !strings.Contains(out, "hello "+evil) || strings.Contains(out, "hello PWNED") {
-						t.Fatalf("the schedule input ran as code:\n%s", out)
-					}
-					return
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the scheduled run did not finish")
-			}
-			time.Sleep(100 * time.Millisecond)
+		r := d.waitFinishedRun("greeter", 60*time.Second)
+		if r == nil {
+			t.Fatal("the scheduled run did not finish")
+		}
+		out := d.stepLog(r["id"].(string))
+		t.Logf("output:\n%s", out)
+		if !strings.Contains(out, "hello "+evil) || strings.Contains(out, "hello PWNED") {
+			t.Fatalf("the schedule input ran as code:\n%s", out)
 		}
 	})
 	t.Run("code through a trigger-mapped value", func(t *testing.T) {
 		d.deploy("chatvictim", hostileJob("chatvictim", `echo "hello {{who}}"; echo hello {{who}}`, ""))
-		line := "[line]\nname = \"chatattack\"\n[trigger]\ntype = \"integration_trigger\"\nname = \"chat\"\nprovider = \"chat_tool\"\n" +
-			"selector = { kind = \"channel\", scope = \"all\" }\noutputs = { who = { type = \"trigger_path\", path = \"body.text\" } }\n" +
-			"[[stages]]\nid = \"s\"\njob = \"chatvictim\"\n"
+		line := manifesttest.OneStageLine("chatattack", "type = \"integration_trigger\"\nname = \"chat\"\nprovider = \"chat_tool\"\n"+
+			"selector = { kind = \"channel\", scope = \"all\" }\noutputs = { who = { type = \"trigger_path\", path = \"body.text\" } }", "s", "chatvictim")
 		if code, m := d.call("POST", "/factory/lines/chatattack/deploy", "application/toml", []byte(line)); code != 201 {
 			t.Fatalf("deploy: %d %v", code, m)
 		}
@@ -277,27 +247,19 @@ func TestHostileSteps(t *testing.T) {
 		if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(answer), "chatattack") {
 			t.Fatalf("the event started no run of chatattack: %d %s", resp.StatusCode, answer)
 		}
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			for _, r := range d.list("/jobs/chatvictim/runs") {
-				if r["status"] == "succeeded" || r["status"] == "failed" {
-					out := d.stepLog(r["id"].(string))
-					t.Logf("status %v, output:\n%s", r["status"], out)
-					for _, l := range strings.Split(out, "\n") {
-						if strings.Contains(l, "PWNED") && !strings.Contains(l, "hello "+evil) {
-							t.Fatalf("the trigger-mapped value ran as code:\n%s", out)
-						}
-					}
-					if strings.Count(out, "hello "+evil) != 2 {
-						t.Fatalf("the trigger-mapped value was not printed as text twice:\n%s", out)
-					}
-					return
-				}
+		r := d.waitFinishedRun("chatvictim", 90*time.Second)
+		if r == nil {
+			t.Fatal("the event's run did not finish")
+		}
+		out := d.stepLog(r["id"].(string))
+		t.Logf("status %v, output:\n%s", r["status"], out)
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "PWNED") && !strings.Contains(l, "hello "+evil) {
+				t.Fatalf("the trigger-mapped value ran as code:\n%s", out)
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("the event's run did not finish")
-			}
-			time.Sleep(100 * time.Millisecond)
+		}
+		if strings.Count(out, "hello "+evil) != 2 {
+			t.Fatalf("the trigger-mapped value was not printed as text twice:\n%s", out)
 		}
 	})
 	t.Run("no leaks", func(t *testing.T) {

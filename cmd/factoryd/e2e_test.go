@@ -14,13 +14,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/linefactory/linefactory/activities/sandbox/sandboxtest"
 	"github.com/linefactory/linefactory/cmd/internal/embedded"
+	"github.com/linefactory/linefactory/internal/testwait"
+	"github.com/linefactory/linefactory/manifests/manifesttest"
 )
 
 const e2eToken = "e2e-secret-token"
@@ -78,20 +80,17 @@ func startDaemon(t testing.TB, dataDir string, env []string) *daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.kill(syscall.SIGTERM) })
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	if !testwait.UntilEvery(90*time.Second, 100*time.Millisecond, func() bool {
 		resp, err := http.Get(d.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return d
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("factoryd did not become ready:\n%s", d.log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}) {
+		t.Fatalf("factoryd did not become ready:\n%s", d.log.String())
 	}
+	return d
 }
 
 func (d *daemon) kill(sig syscall.Signal) {
@@ -162,18 +161,18 @@ func (d *daemon) start(job string, params map[string]any) string {
 // wait polls a run until its status is final.
 func (d *daemon) wait(id string, limit time.Duration) map[string]any {
 	d.t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		_, m := d.call("GET", "/job-runs/"+id, "", nil)
+	var m map[string]any
+	if !testwait.UntilEvery(limit, 100*time.Millisecond, func() bool {
+		_, m = d.call("GET", "/job-runs/"+id, "", nil)
 		switch m["status"] {
 		case "succeeded", "failed", "cancelled", "timed_out":
-			return m
+			return true
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("run %s still %v after %s", id, m["status"], limit)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	}) {
+		d.t.Fatalf("run %s still %v after %s", id, m["status"], limit)
 	}
+	return m
 }
 
 func example(t *testing.T, name string) string {
@@ -187,24 +186,7 @@ func example(t *testing.T, name string) string {
 
 // processesWith lists live processes whose command line contains s.
 func processesWith(s string) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})), s) {
-			continue
-		}
-		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-			continue // a zombie waiting for its reaper is not running
-		}
-		pids = append(pids, pid)
-	}
-	return pids
+	return sandboxtest.Processes(func(cmdline string) bool { return strings.Contains(cmdline, s) })
 }
 
 func TestEndToEndJobRuns(t *testing.T) {
@@ -261,14 +243,10 @@ func TestEndToEndJobRuns(t *testing.T) {
 
 	// Stopping a run with a long step ends it cancelled within seconds and
 	// leaves no process behind.
-	d.deploy("sleepy", "[job]\nname = \"sleepy\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"sleep 6543 & sleep 6543\"]\n")
+	d.deploy("sleepy", manifesttest.OneStepJob("sleepy", "", `["sh", "-c", "sleep 6543 & sleep 6543"]`))
 	id = d.start("sleepy", nil)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(processesWith("sleep 6543")) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the step's processes never started")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testwait.UntilEvery(30*time.Second, 50*time.Millisecond, func() bool { return len(processesWith("sleep 6543")) >= 2 }) {
+		t.Fatal("the step's processes never started")
 	}
 	stopAt := time.Now()
 	if code, m := d.call("POST", "/jobs/sleepy/runs/"+id+"/stop", "application/json", []byte(`{"reason":"e2e"}`)); code != 202 {
@@ -301,18 +279,16 @@ func testRunSurvives(t *testing.T, sig syscall.Signal) {
 	}
 	dir := t.TempDir()
 	d := startDaemon(t, dir, nil)
-	d.deploy("slow", "[job]\nname = \"slow\"\n[[run.tasks]]\nname = \"t\"\n[[run.tasks.steps]]\nexec = [\"sh\", \"-c\", \"sleep 6789 & sleep 10; echo 'done=true' >> $SVC_OUTPUT\"]\noutputs = [\"done\"]\n[outputs.done]\ntype = \"boolean\"\n")
+	d.deploy("slow", manifesttest.OneStepJob("slow", "", `["sh", "-c", "sleep 6789 & sleep 10; echo 'done=true' >> $SVC_OUTPUT"]`)+
+		"outputs = [\"done\"]\n[outputs.done]\ntype = \"boolean\"\n")
 	id := d.start("slow", nil)
-	deadline := time.Now().Add(30 * time.Second)
-	for { // stop the daemon while the step runs
-		_, m := d.call("GET", "/job-runs/"+id, "", nil)
-		if tl, _ := m["step_timeline"].([]any); len(tl) > 0 && tl[0].(map[string]any)["status"] == "running" && len(processesWith("sleep 6789")) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the step never ran: %v", m)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var m map[string]any
+	if !testwait.UntilEvery(30*time.Second, 50*time.Millisecond, func() bool { // stop the daemon while the step runs
+		_, m = d.call("GET", "/job-runs/"+id, "", nil)
+		tl, _ := m["step_timeline"].([]any)
+		return len(tl) > 0 && tl[0].(map[string]any)["status"] == "running" && len(processesWith("sleep 6789")) > 0
+	}) {
+		t.Fatalf("the step never ran: %v", m)
 	}
 	orphans := processesWith("sleep 6789")
 	stopAt := time.Now()
@@ -335,22 +311,19 @@ func testRunSurvives(t *testing.T, sig syscall.Signal) {
 			}
 		}
 	}
-	deadline = time.Now().Add(90 * time.Second)
-	for { // the step's retry starts on the new worker
-		_, m := d2.call("GET", "/job-runs/"+id, "", nil)
-		if tl, _ := m["step_timeline"].([]any); len(tl) > 0 {
-			e := tl[0].(map[string]any)
-			at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(e["started_at"]))
-			if at.After(stopAt) || e["status"] == "succeeded" {
-				t.Logf("%s: the step was retried %s after the restarted daemon was ready", sig, time.Since(readyAt).Round(time.Millisecond))
-				break
-			}
+	if !testwait.UntilEvery(90*time.Second, 100*time.Millisecond, func() bool { // the step's retry starts on the new worker
+		_, m = d2.call("GET", "/job-runs/"+id, "", nil)
+		tl, _ := m["step_timeline"].([]any)
+		if len(tl) == 0 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the step was not retried after the restart: %v\n%s", m, d2.log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+		e := tl[0].(map[string]any)
+		at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(e["started_at"]))
+		return at.After(stopAt) || e["status"] == "succeeded"
+	}) {
+		t.Fatalf("the step was not retried after the restart: %v\n%s", m, d2.log.String())
 	}
+	t.Logf("%s: the step was retried %s after the restarted daemon was ready", sig, time.Since(readyAt).Round(time.Millisecond))
 	run := d2.wait(id, 90*time.Second)
 	if run["status"] != "succeeded" || run["result_payload"].(map[string]any)["outputs"].(map[string]any)["done"] != true {
 		t.Fatalf("after restart: %v\n%s", run, d2.log.String())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/linefactory/linefactory/cmd/internal/embedded"
+	"github.com/linefactory/linefactory/internal/testwait"
 )
 
 func TestConfigScale(t *testing.T) {
@@ -74,13 +75,10 @@ func TestServeWaitsForTemporal(t *testing.T) {
 	started := make(chan error, 1)
 	go func() {
 		// The server comes up only once the worker has started trying.
-		deadline := time.Now().Add(time.Minute)
-		for {
-			if _, err := os.Stat(dataDir); err == nil || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testwait.Until(time.Minute, func() bool {
+			_, err := os.Stat(dataDir)
+			return err == nil
+		})
 		srv, err := embedded.Start(ctx, embedded.Config{DataDir: serverDir, FrontendPort: port, UIAddr: "off"})
 		if err == nil {
 			t.Cleanup(func() { _ = srv.Stop() })

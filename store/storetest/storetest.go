@@ -46,7 +46,20 @@ func Postgres(t testing.TB) *store.Store {
 		warnOnce.Do(func() { fmt.Fprintf(os.Stderr, "WARNING: %s is unset: PostgreSQL tests are SKIPPED\n", PostgresEnv) })
 		t.Skipf("SKIPPING PostgreSQL: %s is unset", PostgresEnv)
 	}
-	schema := fmt.Sprintf("t_%d_%d", time.Now().UnixNano(), os.Getpid())
+	s, err := store.Open(context.Background(), FreshSchema(t, dsn, "t"))
+	if err != nil {
+		t.Fatalf("open postgres store: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// FreshSchema makes a schema (its name starting with prefix) in the
+// PostgreSQL database dsn names, dropped when the test ends, and returns
+// dsn with that schema as its search path.
+func FreshSchema(t testing.TB, dsn, prefix string) string {
+	t.Helper()
+	schema := fmt.Sprintf("%s_%d_%d", prefix, time.Now().UnixNano(), os.Getpid())
 	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
 	if err != nil {
 		t.Fatalf("connect to PostgreSQL: %v", err)
@@ -62,17 +75,12 @@ func Postgres(t testing.TB) *store.Store {
 	})
 	u, err := url.Parse(dsn)
 	if err != nil {
-		t.Fatalf("parse %s: %v", PostgresEnv, err)
+		t.Fatalf("parse the PostgreSQL DSN: %v", err)
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	s, err := store.Open(context.Background(), u.String())
-	if err != nil {
-		t.Fatalf("open postgres store: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return u.String()
 }
 
 // ForEach runs a test on a SQLite store and on a PostgreSQL store.

@@ -1,0 +1,1 @@
+setsid <% .marker %> & sleep <% .sleep %>
