@@ -320,20 +320,7 @@ func TestBindParamsAllKinds(t *testing.T) {
 // the later stage gets its own by name.
 func TestLineRunEntryTakesItsOwnParams(t *testing.T) {
 	f := newFixture(t)
-	in := lineInput(t, lineHead+`
-[[stages]]
-id = "inc"
-job = "inc"
-[[stages]]
-id = "fin"
-job = "hello"
-[[transitions]]
-type = "conditional"
-id = "done"
-from = "inc"
-to = "fin"
-when = { op = "always" }
-`, map[string]any{"who": "bob"})
+	in := lineInput(t, manifesttest.Line("entry-params"), map[string]any{"who": "bob"})
 	res, rec := f.runLine(t, in, nil)
 	if res.Status != run.Succeeded {
 		t.Fatalf("status %s, failure %+v; want succeeded", res.Status, res.Failure)
