@@ -360,7 +360,7 @@ func (s *Server) controlLineRun(c *gin.Context) error {
 }
 
 // retryLineRun starts a new line run that begins at the failed stage (or
-// fromStage) with the earlier visits carried over (workflows.RetrySnapshot).
+// fromStage) with the earlier visits carried over (retrySnapshot).
 func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *string) error {
 	ctx := c.Request.Context()
 	from := ""
@@ -370,13 +370,13 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 		}
 		from = *fromStage
 	}
-	plan, err := workflows.RetrySnapshot(retrySource(old), from, s.jobRunValues(ctx))
+	plan, err := retrySnapshot(old, from, s.jobRunValues(ctx))
 	if err != nil {
 		loc := "from_stage"
 		if old.Status != run.Failed {
 			loc = "action"
 		}
-		return invalid("retry_snapshot_invalid", strings.TrimSuffix(err.Error(), ": "+workflows.ErrRetrySnapshot.Error()), "body", loc)
+		return invalid("retry_snapshot_invalid", strings.TrimSuffix(err.Error(), ": "+errRetrySnapshot.Error()), "body", loc)
 	}
 	v, err := s.store.GetLineVersionByID(ctx, *old.LineVersionID)
 	if err != nil {
