@@ -92,8 +92,9 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 			return nil, err
 		}
 		drv.Snapshots = rt.snapshots
-		acts := &activities.Activities{Store: st, Definitions: st, Admit: &admit.Admitter{Store: st}, Starts: rt, Sandboxes: drv, Logger: logger, Rates: cfg.Rates, Agents: cfg.Agents,
+		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates, Agents: cfg.Agents,
 			Inference: cfg.Inference, Knowledge: st, InferenceTokens: st}
+		acts.Admit, acts.Starts = &admit.Admitter{Store: st}, rt // schedule firings admit their runs
 		if rt.workers, err = startWorkers(ctx, cfg, c, st, acts, logger); err != nil {
 			rt.Close()
 			return nil, err
