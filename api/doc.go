@@ -13,7 +13,9 @@
 //     store.ErrNotFound is 404 NOT_FOUND, store.ErrConflict is 409
 //     INVALID_REQUEST, anything else is logged and answered 500
 //     INTERNAL_ERROR with a generic message.
-//   - runs start through the Runs interface (the workflow engine); api
+//   - runs are admitted through package admit (record queued, start, record
+//     the engine's refusal) and start through the Runs interface (the
+//     workflow engine); api
 //     never imports activities, and uses the run vocabulary (manifests/run)
 //     for statuses, failure codes and domains, and Config.Now as its clock.
 package api
