@@ -15,6 +15,9 @@
 //   - a failed step is a result (RunStepResult with its run.Outcome); an
 //     activity error means the step could not be attempted, and permanent
 //     problems are non-retryable errors typed with the error code.
+//   - schedule firings admit the runs they make (package admit, with the
+//     engine behind RunStarts): idempotent on the run id the firing
+//     workflow fixed; a refused start is recorded and not retried.
 //   - results are small: line-run activities return what the workflow needs
 //     (status, costs, failure, the touched visit), not whole records.
 package activities

@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/linefactory/linefactory/activities/sandbox"
+	"github.com/linefactory/linefactory/admit"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/agentconf"
 	"github.com/linefactory/linefactory/manifests/run"
@@ -64,7 +65,11 @@ var DefaultCostRates = CostRates{CentsPerVCPUHour: 4, CentsPerGBHour: 0.5}
 type Activities struct {
 	Store Store
 	// Definitions serves schedule firings; nil on workers that fire none.
+	// Admit records the runs firings make and Starts starts their
+	// workflows (package admit; cmd wires the store and the engine).
 	Definitions Definitions
+	Admit       *admit.Admitter
+	Starts      RunStarts
 	Sandboxes   sandbox.Driver
 	Now         func() time.Time
 	Logger      *slog.Logger

@@ -5,40 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
-
-	"github.com/linefactory/linefactory/store"
 )
-
-// flakyRuns is fakeRuns whose UpsertSchedule fails while failing is set.
-type flakyRuns struct {
-	*fakeRuns
-	mu      sync.Mutex
-	failing bool
-}
-
-func (f *flakyRuns) UpsertSchedule(ctx context.Context, sc store.LineSchedule) error {
-	f.mu.Lock()
-	failing := f.failing
-	f.mu.Unlock()
-	if failing {
-		return errors.New("engine unreachable")
-	}
-	return f.fakeRuns.UpsertSchedule(ctx, sc)
-}
-
-func (f *flakyRuns) engineSchedules() []store.LineSchedule {
-	f.fakeRuns.mu.Lock()
-	defer f.fakeRuns.mu.Unlock()
-	return append([]store.LineSchedule(nil), f.fakeRuns.schedules...)
-}
-
-func (f *flakyRuns) engineDeletes() []string {
-	f.fakeRuns.mu.Lock()
-	defer f.fakeRuns.mu.Unlock()
-	return append([]string(nil), f.fakeRuns.deleted...)
-}
 
 // TestDeployKeepsScheduleInStep: a schedule trigger reaches the engine on
 // every deploy (an identical redeploy repairs a failed engine call) without
@@ -46,7 +15,13 @@ func (f *flakyRuns) engineDeletes() []string {
 // drops it; lines without a schedule trigger keep their PUT-made schedule.
 func TestDeployKeepsScheduleInStep(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
-		runs := &flakyRuns{fakeRuns: &fakeRuns{}, failing: true}
+		var up atomic.Bool // the engine is down until up
+		runs := (&fakeRuns{}).on("UpsertSchedule", func(context.Context, any) error {
+			if !up.Load() {
+				return errors.New("engine unreachable")
+			}
+			return nil
+		})
 		h.srv.cfg.Runs = runs
 		h.deployExampleJob("nightly-report")
 		nightly := readExample(t, "lines/nightly.toml")
@@ -63,15 +38,13 @@ func TestDeployKeepsScheduleInStep(t *testing.T) {
 
 		// The engine is down: the version is stored, the answer is 502.
 		expectError(t, deploy(nightly), http.StatusBadGateway, CodeBadGateway)
-		if n := len(runs.engineSchedules()); n != 0 {
+		if n := len(recorded(runs, &runs.schedules)); n != 0 {
 			t.Fatalf("engine has %d schedules", n)
 		}
 		// An identical redeploy (200) hands the schedule to the engine.
-		runs.mu.Lock()
-		runs.failing = false
-		runs.mu.Unlock()
+		up.Store(true)
 		expect(t, deploy(nightly), http.StatusOK)
-		got := runs.engineSchedules()
+		got := recorded(runs, &runs.schedules)
 		if len(got) != 1 || got[0].Cron != "30 2 * * 1-5" || got[0].ScheduleGeneration != 1 {
 			t.Fatalf("engine schedules after the repairing redeploy: %+v", got)
 		}
@@ -98,7 +71,7 @@ timezone = "America/New_York"
 inputs = { days = 7 }`, `type = "manual"`, 1)
 		expect(t, deploy(manual), http.StatusCreated)
 		expectError(t, h.do(req{method: "GET", path: "/factory/lines/nightly/schedule", scope: ScopeRead}), http.StatusNotFound, CodeNotFound)
-		if d := runs.engineDeletes(); len(d) != 1 || d[0] != "nightly" {
+		if d := recorded(runs, &runs.deleted); len(d) != 1 || d[0] != "nightly" {
 			t.Fatalf("engine deletes: %v", d)
 		}
 		// A PUT-made schedule of a manual line is left alone by deploys.
@@ -108,7 +81,7 @@ inputs = { days = 7 }`, `type = "manual"`, 1)
 		if sc := schedule(); sc["cron"] != "0 5 * * *" {
 			t.Fatalf("deploy of a manual line touched its PUT schedule: %v", sc)
 		}
-		if d := runs.engineDeletes(); len(d) != 1 {
+		if d := recorded(runs, &runs.deleted); len(d) != 1 {
 			t.Fatalf("engine deletes after manual deploys: %v", d)
 		}
 	})

@@ -17,7 +17,9 @@
 //     steps, line runs, stage visits, transitions, decisions, manager
 //     turns), built from store records there only; GET by id serves the
 //     stored document, which is their encoding (runviews_test.go).
-//   - runs start through the Runs interface (the workflow engine); api
+//   - runs are admitted through package admit (record queued, start, record
+//     the engine's refusal) and start through the Runs interface (the
+//     workflow engine); api
 //     never imports activities, and uses the run vocabulary (manifests/run)
 //     for statuses, failure codes and domains, and Config.Now as its clock.
 package api

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/linefactory/linefactory/admit"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
@@ -113,8 +114,8 @@ func (s *Server) launchLine(ctx context.Context, name string, v store.LineVersio
 			"the trigger's params do not fit the line's params: "+strings.ReplaceAll(ps.Error(), "\n", "; "))
 	}
 	rec, err := s.launchLineJobs(ctx, name, v, m, jobs, checked, trigger, actor)
-	if errors.Is(err, errNotDispatched) {
-		return rec, nil
+	if errors.Is(err, admit.ErrNotDispatched) && rec.Status == run.Failed {
+		return rec, nil // recorded failed: the delivery answers it
 	}
 	return rec, err
 }
@@ -129,16 +130,12 @@ func (s *Server) failedLineRun(ctx context.Context, name string, v store.LineVer
 		Failure: store.NewLineRunFailure(*run.NewFailure(code, msg))})
 }
 
-// errNotDispatched marks launchLineJobs' error when the run was recorded but
-// the engine did not take it; the run it returns is then the failed one.
-var errNotDispatched = errors.New("line run not dispatched")
-
 func errNoEngine() error {
 	return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine")
 }
 
-// launchLineJobs is launchLine with the stages' job versions resolved. The
-// run is recorded before it is dispatched, so a record the store refuses
+// launchLineJobs is launchLine with the stages' job versions resolved: the
+// run is admitted (admitLineRun), so a record the store refuses
 // (store.ErrConflict) never reaches the engine.
 func (s *Server) launchLineJobs(ctx context.Context, name string, v store.LineVersion, m manifests.LineManifest, jobs map[string]workflows.StageJob,
 	params map[string]any, trigger store.TriggerSummary, actor string) (store.LineRun, error) {
@@ -147,38 +144,24 @@ func (s *Server) launchLineJobs(ctx context.Context, name string, v store.LineVe
 	}
 	vid := v.ID
 	id := run.NewLineRunID()
-	rec, err := s.store.CreateLineRun(ctx, store.LineRun{ID: id, LineName: name, Status: run.Queued, LineVersionID: &vid,
+	rec := store.LineRun{ID: id, LineName: name, Status: run.Queued, LineVersionID: &vid,
 		RunParams: params, Trigger: trigger, TriggeredByActor: map[string]any{"type": "token", "name": actor},
-		WorkflowID: run.LineRunWorkflowID(id)})
-	if err != nil {
-		return store.LineRun{}, err
-	}
+		WorkflowID: run.LineRunWorkflowID(id)}
 	in := workflows.LineRunInput{RunID: id, LineName: name, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: params, Trigger: trigger.Payload}
-	if err := s.dispatchLineRun(ctx, in); err != nil {
-		// dispatchLineRun recorded the failure; answer with the run as stored.
-		failed, gerr := s.store.GetLineRun(context.WithoutCancel(ctx), id)
-		if gerr != nil || failed.Status != run.Failed {
-			return rec, err
-		}
-		return failed, fmt.Errorf("%w: %w", errNotDispatched, err)
-	}
-	return rec, nil
+	return s.admitLineRun(ctx, rec, in)
 }
 
-// dispatchLineRun starts the manager workflow, or marks the run failed with
-// dispatch_failed when the engine does not take it.
-func (s *Server) dispatchLineRun(ctx context.Context, in workflows.LineRunInput) error {
-	if err := s.cfg.Runs.StartLineRun(ctx, in); err != nil {
-		now := s.now()
-		f := run.NewFailure(run.DispatchFailed, "the line run could not be dispatched: "+err.Error())
-		_, _ = s.store.UpdateLineRun(context.WithoutCancel(ctx), in.RunID, func(r *store.LineRun) error {
-			r.Status, r.CompletedAt, r.ErrorMessage = run.Failed, &now, &f.ErrorMessage
-			r.Failure = store.NewLineRunFailure(*f)
-			return nil
-		})
-		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept line run %s", in.RunID)
+// admitLineRun admits the line run rec (package admit) and starts its
+// manager with in. When the engine does not take it, the run is returned as
+// stored (failed dispatch_failed) with an error that is
+// admit.ErrNotDispatched and answers 502.
+func (s *Server) admitLineRun(ctx context.Context, rec store.LineRun, in workflows.LineRunInput) (store.LineRun, error) {
+	got, err := s.admission().LineRun(ctx, rec, func(ctx context.Context) error { return s.cfg.Runs.StartLineRun(ctx, in) })
+	if errors.Is(err, admit.ErrNotDispatched) {
+		s.log.Warn("line run not dispatched", "run_id", rec.ID, "error", err.Error())
+		return got, fmt.Errorf("%w: %w", err, httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept line run %s", rec.ID))
 	}
-	return nil
+	return got, err
 }
 
 func problemsInvalid(ps manifests.Problems) error {
@@ -343,7 +326,7 @@ func (s *Server) controlLineRun(c *gin.Context) error {
 }
 
 // retryLineRun starts a new line run that begins at the failed stage (or
-// fromStage) with the earlier visits carried over (workflows.RetrySnapshot).
+// fromStage) with the earlier visits carried over (retrySnapshot).
 func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *string) error {
 	ctx := c.Request.Context()
 	from := ""
@@ -353,13 +336,13 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 		}
 		from = *fromStage
 	}
-	plan, err := workflows.RetrySnapshot(retrySource(old), from, s.jobRunValues(ctx))
+	plan, err := retrySnapshot(old, from, s.jobRunValues(ctx))
 	if err != nil {
 		loc := "from_stage"
 		if old.Status != run.Failed {
 			loc = "action"
 		}
-		return invalid("retry_snapshot_invalid", strings.TrimSuffix(err.Error(), ": "+workflows.ErrRetrySnapshot.Error()), "body", loc)
+		return invalid("retry_snapshot_invalid", strings.TrimSuffix(err.Error(), ": "+errRetrySnapshot.Error()), "body", loc)
 	}
 	v, err := s.store.GetLineVersionByID(ctx, *old.LineVersionID)
 	if err != nil {
@@ -395,13 +378,10 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 		}
 	}
 	rec.TotalCostCents = rec.ComputeCostCents + rec.InferenceCostCents
-	created, err := s.store.CreateLineRun(ctx, rec)
-	if err != nil {
-		return err
-	}
 	in := workflows.LineRunInput{RunID: id, LineName: old.LineName, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: old.RunParams,
 		Trigger: old.Trigger.Payload, State: plan.State}
-	if err := s.dispatchLineRun(ctx, in); err != nil {
+	created, err := s.admitLineRun(ctx, rec, in)
+	if err != nil {
 		return err
 	}
 	c.JSON(http.StatusAccepted, lineRunResponse(created))

@@ -13,18 +13,15 @@ import (
 	"github.com/linefactory/linefactory/store"
 )
 
-// finishingRuns is an engine whose line runs end just before a stop
-// reaches it: the cancel finds no running workflow.
-type finishingRuns struct {
-	fakeRuns
-	st *store.Store
-}
-
-func (f *finishingRuns) CancelLineRun(ctx context.Context, id string) error {
-	if _, err := f.st.UpdateLineRun(ctx, id, func(r *store.LineRun) error { r.Status = "succeeded"; return nil }); err != nil {
-		return err
+// finishLineRunOnCancel is an engine whose line runs end just before a
+// stop reaches it: the cancel finds no running workflow.
+func finishLineRunOnCancel(st *store.Store) func(context.Context, any) error {
+	return func(ctx context.Context, id any) error {
+		if _, err := st.UpdateLineRun(ctx, id.(string), func(r *store.LineRun) error { r.Status = "succeeded"; return nil }); err != nil {
+			return err
+		}
+		return serviceerror.NewNotFound("workflow execution already completed")
 	}
-	return serviceerror.NewNotFound("workflow execution already completed")
 }
 
 func detailType(t *testing.T, r response) string {
@@ -94,7 +91,7 @@ func TestLineRunControlErrors(t *testing.T) {
 func TestLineRunStopRace(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		st := h.srv.store.(*store.Store)
-		h.srv.cfg.Runs = &finishingRuns{st: st}
+		h.srv.cfg.Runs = (&fakeRuns{}).on("CancelLineRun", finishLineRunOnCancel(st))
 		h.deployLine(t)
 		id := h.startLine(t, nil)
 		r := h.do(req{method: "POST", path: "/factory/line-runs/" + id + "/stop", body: map[string]any{"reason": "late"}, scope: ScopeWrite})

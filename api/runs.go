@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/linefactory/linefactory/admit"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
@@ -46,7 +47,11 @@ type RunStore interface {
 	ReadStepLogs(ctx context.Context, runID, step string, afterSeq int64) ([]store.LogChunk, error)
 }
 
-// Job run statuses that are final.
+// admission admits runs into the API's store (package admit), on the API's
+// clock.
+func (s *Server) admission() admit.Admitter {
+	return admit.Admitter{Store: s.store, Now: s.now}
+}
 
 type startJobRunRequest struct {
 	Params    map[string]any `json:"params"`
@@ -98,20 +103,15 @@ func (s *Server) startJobRun(c *gin.Context) error {
 		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine (roles without Temporal)")
 	}
 	id := run.NewJobRunID()
-	rec, err := s.store.CreateJobRun(ctx, store.JobRun{ID: id, JobName: name, JobVersionID: v.ID, Status: run.Queued,
-		RunParams: params, WorkflowID: run.JobRunWorkflowID(id)})
+	in := workflows.JobRunInput{RunID: id, JobName: name, JobVersionID: v.ID, Manifest: m, Params: params}
+	rec, err := s.admission().JobRun(ctx, store.JobRun{ID: id, JobName: name, JobVersionID: v.ID, Status: run.Queued,
+		RunParams: params, WorkflowID: run.JobRunWorkflowID(id)}, func(ctx context.Context) error { return s.cfg.Runs.StartJobRun(ctx, in) })
+	if errors.Is(err, admit.ErrNotDispatched) {
+		s.log.Warn("job run not dispatched", "run_id", id, "error", err.Error())
+		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the run %s", id)
+	}
 	if err != nil {
 		return err
-	}
-	in := workflows.JobRunInput{RunID: id, JobName: name, JobVersionID: v.ID, Manifest: m, Params: params}
-	if err := s.cfg.Runs.StartJobRun(ctx, in); err != nil {
-		now := s.now()
-		_, _ = s.store.UpdateJobRun(context.WithoutCancel(ctx), id, func(r *store.JobRun) error {
-			r.CompletedAt = &now
-			r.SetOutcome(run.Fail(run.CodeBadGateway, run.ClassPlatform, "the run could not be dispatched: "+err.Error()))
-			return nil
-		})
-		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the run %s", id)
 	}
 	c.JSON(http.StatusCreated, jobRunResponse(rec))
 	return nil

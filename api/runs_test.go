@@ -5,83 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
-	"github.com/linefactory/linefactory/workflows"
 )
-
-// fakeRuns records what the API asks of the workflow engine (the real one is
-// exercised end to end in cmd/factoryd).
-type fakeRuns struct {
-	mu        sync.Mutex
-	started   []workflows.JobRunInput
-	lines     []workflows.LineRunInput
-	schedules []store.LineSchedule
-	deleted   []string
-	cancelled []string
-	// job schedules handed to the engine, and jobs whose schedule it dropped
-	jobSchedules []workflows.JobSchedule
-	jobDeleted   []string
-}
-
-func (f *fakeRuns) StartJobRun(_ context.Context, in workflows.JobRunInput) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.started = append(f.started, in)
-	return nil
-}
-
-func (f *fakeRuns) StartLineRun(_ context.Context, in workflows.LineRunInput) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.lines = append(f.lines, in)
-	return nil
-}
-
-func (f *fakeRuns) CancelLineRun(_ context.Context, id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.cancelled = append(f.cancelled, id)
-	return nil
-}
-
-func (f *fakeRuns) UpsertSchedule(_ context.Context, sc store.LineSchedule) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.schedules = append(f.schedules, sc)
-	return nil
-}
-
-func (f *fakeRuns) DeleteSchedule(_ context.Context, line string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.deleted = append(f.deleted, line)
-	return nil
-}
-
-func (f *fakeRuns) UpsertJobSchedule(_ context.Context, sc workflows.JobSchedule) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.jobSchedules = append(f.jobSchedules, sc)
-	return nil
-}
-
-func (f *fakeRuns) DeleteJobSchedule(_ context.Context, job string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.jobDeleted = append(f.jobDeleted, job)
-	return nil
-}
-
-func (f *fakeRuns) CancelJobRun(_ context.Context, id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.cancelled = append(f.cancelled, id)
-	return nil
-}
 
 func TestJobRunEndpoints(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
@@ -264,28 +192,23 @@ func TestSchedulesReachTheEngine(t *testing.T) {
 	}
 }
 
-// racingRuns is an engine whose workflow completes just as the stop
-// arrives: it finishes the run in the store, then fails the cancel as
-// Temporal does for a completed workflow.
-type racingRuns struct {
-	fakeRuns
-	st  RunStore
-	err error
-}
-
-func (f *racingRuns) CancelJobRun(ctx context.Context, id string) error {
-	_, _ = f.st.UpdateJobRun(ctx, id, func(r *store.JobRun) error {
-		r.Status, r.StopReason = "succeeded", nil // what FinishRun writes
-		return nil
-	})
-	return f.err
+// finishJobRunOnCancel is an engine whose workflow completes just as the
+// stop arrives: it finishes the run in the store, then fails the cancel
+// with err as Temporal does for a completed workflow.
+func finishJobRunOnCancel(st RunStore, err error) func(context.Context, any) error {
+	return func(ctx context.Context, id any) error {
+		_, _ = st.UpdateJobRun(ctx, id.(string), func(r *store.JobRun) error {
+			r.Status, r.StopReason = "succeeded", nil // what FinishRun writes
+			return nil
+		})
+		return err
+	}
 }
 
 func TestJobRunStopRace(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		st := h.srv.store.(RunStore)
-		runs := &racingRuns{st: st, err: errors.New("workflow execution already completed")}
-		h.srv.cfg.Runs = runs
+		h.srv.cfg.Runs = (&fakeRuns{}).on("CancelJobRun", finishJobRunOnCancel(st, errors.New("workflow execution already completed")))
 		h.deployExampleJob("hello")
 		r := h.do(req{method: "POST", path: "/jobs/hello/runs", scope: ScopeWrite})
 		expect(t, r, http.StatusCreated)
@@ -306,7 +229,7 @@ func TestJobRunStopRace(t *testing.T) {
 		}
 
 		// An engine failure on a live run is still a 502.
-		h.srv.cfg.Runs = &failingCancel{}
+		h.srv.cfg.Runs = (&fakeRuns{}).on("CancelJobRun", func(context.Context, any) error { return errors.New("unavailable") })
 		r = h.do(req{method: "POST", path: "/jobs/hello/runs", scope: ScopeWrite})
 		id = r.json(t)["id"].(string)
 		expectError(t, h.do(req{method: "POST", path: "/jobs/hello/runs/" + id + "/stop", scope: ScopeWrite}), http.StatusBadGateway, CodeBadGateway)
@@ -346,10 +269,6 @@ func TestStopOrphanedRun(t *testing.T) {
 		}
 	})
 }
-
-type failingCancel struct{ fakeRuns }
-
-func (f *failingCancel) CancelJobRun(context.Context, string) error { return errors.New("unavailable") }
 
 func TestJobRunLogStepFilter(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {

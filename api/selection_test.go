@@ -4,18 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/workflows"
 )
-
-// SelectLineRun refuses like the manager's validator of a run that waits
-// for nothing.
-func (f *fakeRuns) SelectLineRun(_ context.Context, id string, in workflows.SelectInput) (store.LineRun, error) {
-	return store.LineRun{}, temporal.NewNonRetryableApplicationError("line run "+id+" is not waiting for a selection", workflows.CodeControlTargetInvalid, nil)
-}
 
 func TestSelectOfEndedRun(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {

@@ -152,17 +152,14 @@ func (s triggerSender) check(x sent) response {
 	return x.r
 }
 
-// refusingRuns is an engine that refuses the runs of one line.
-type refusingRuns struct {
-	*fakeRuns
-	line string
-}
-
-func (f refusingRuns) StartLineRun(ctx context.Context, in workflows.LineRunInput) error {
-	if in.LineName == f.line {
-		return errors.New("engine says no")
+// refuseLine is an engine answer that refuses the runs of one line.
+func refuseLine(line string) func(context.Context, any) error {
+	return func(_ context.Context, in any) error {
+		if in.(workflows.LineRunInput).LineName == line {
+			return errors.New("engine says no")
+		}
+		return nil
 	}
-	return f.fakeRuns.StartLineRun(ctx, in)
 }
 
 func deployLineJSON(h *harness, manifest string) {
@@ -313,8 +310,8 @@ func TestTriggerDeliveryScope(t *testing.T) {
 
 func TestWebhookLinesThatCannotStart(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
-		runs := &fakeRuns{}
-		h.srv.cfg.Runs = refusingRuns{fakeRuns: runs, line: "refused-hook"}
+		runs := (&fakeRuns{}).on("StartLineRun", refuseLine("refused-hook"))
+		h.srv.cfg.Runs = runs
 		h.deployExampleJob("hello")
 		deployLineJSON(h, `{"line":{"name":"good-hook"},"trigger":{"type":"webhook","path":"many"},"stages":[{"id":"greet","job":"hello"}]}`)
 		deployLineJSON(h, `{"line":{"name":"refused-hook"},"trigger":{"type":"webhook","path":"many"},"stages":[{"id":"greet","job":"hello"}]}`)

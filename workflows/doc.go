@@ -14,6 +14,9 @@
 //     touch and the cost so far, never the whole line-run record; the final
 //     record enters the history once, when the run ends). A manager turn's
 //     history is O(1) in the visits before it.
+//   - a schedule firing fixes its run's id in a SideEffect and admits the
+//     run in its activity (package admit: record, start, record a refusal);
+//     firings begun before that (admitInActivity) start the run as a child.
 //   - LineState is everything a line run carries from one turn to the next;
 //     the state query answers LineRunState, which has the record's JSON keys.
 package workflows

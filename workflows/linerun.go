@@ -28,7 +28,8 @@ type StageJob = manifests.StageJob
 
 // LineRunInput starts (or continues) a line run. State is nil on the first
 // turn of a fresh run and carried across continue-as-new after that; a
-// retried run starts with the snapshot RetrySnapshot builds (Turn 0).
+// retried run starts with the snapshot the API plans (api's retrySnapshot;
+// Turn 0).
 type LineRunInput struct {
 	RunID         string
 	LineName      string

@@ -563,8 +563,10 @@ func TestLineRunRouting(t *testing.T) {
 }
 
 // TestLineRunRetryThroughWorkflow: a failed run is retried from the
-// snapshot the API builds; the new run carries the earlier visits, keeps
-// counting iterations, visits and cost, and re-runs the failed stage.
+// snapshot the API plans for it (api's retrySnapshot, whose own test checks
+// it plans this state for such a run); the new run carries the earlier
+// visits, keeps counting iterations, visits and cost, and re-runs the
+// failed stage.
 func TestLineRunRetryThroughWorkflow(t *testing.T) {
 	f := newFixture(t)
 	// The third stage follows only a succeeded second whose run saw the
@@ -579,26 +581,29 @@ func TestLineRunRetryThroughWorkflow(t *testing.T) {
 	if res.Status != run.Failed || res.Failure.Code != "stage_failed" {
 		t.Fatalf("first run: %s %+v", res.Status, res.Failure)
 	}
-	vid := "lv_1"
-	old.LineVersionID = &vid
-	if _, err := RetrySnapshot(retryFrom(old), "third", f.jobRunValues); !errors.Is(err, ErrRetrySnapshot) {
-		t.Fatalf("retry from an unvisited stage: %v", err)
+	if len(old.Stages) != 2 || old.Stages[0].JobRunID == nil || old.Stages[1].JobRunID == nil || len(old.Transitions) != 1 {
+		t.Fatalf("first run: stages %+v transitions %+v", old.Stages, old.Transitions)
 	}
-	plan, err := RetrySnapshot(retryFrom(old), "", f.jobRunValues)
+	// The retry of the failed stage "second": "first" carried over.
+	first, second := old.Stages[0], old.Stages[1]
+	outputs, _, err := f.jobRunValues(*first.JobRunID)
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, params, err := f.jobRunValues(*second.JobRunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := &LineState{Stage: "second", StageParams: params, Visits: 1, StageOrder: 1, Iterations: map[string]int{"first": 1, "second": 0},
+		Transitions: map[string]int{"next": 1}, CostCents: first.TotalCostCents,
+		Results: map[string]manifests.StageResult{"first": {Status: "succeeded", Iteration: 1, JobRunID: *first.JobRunID, Outputs: outputs}}}
 	// The job is fixed: the retry resolves its new version.
 	chain["second"] = "hello"
 	in2 := lineInput(t, manifesttest.Line("retry-chain", chain), nil)
-	in2.State = plan.State
-	var carried []store.LineRunStage
-	for _, s := range old.Stages[:plan.Carried] {
-		s.Carried = true
-		carried = append(carried, s)
-	}
-	rec := store.LineRun{ID: in2.RunID, Status: run.Queued, Stages: carried, StageOutputs: plan.Outputs, Transitions: old.Transitions[:plan.Transitions],
-		TotalCostCents: plan.State.CostCents, ComputeCostCents: plan.State.CostCents}
+	in2.State = state
+	first.Carried = true
+	rec := store.LineRun{ID: in2.RunID, Status: run.Queued, Stages: []store.LineRunStage{first}, StageOutputs: map[string]map[string]any{"first": outputs},
+		Transitions: old.Transitions[:1], TotalCostCents: state.CostCents, ComputeCostCents: state.CostCents}
 	res, got := f.runLineWith(t, in2, lineOpts{record: &rec})
 	if res.Status != run.Succeeded {
 		t.Fatalf("retry: %s %+v", res.Status, res.Failure)
@@ -613,29 +618,6 @@ func TestLineRunRetryThroughWorkflow(t *testing.T) {
 	if got.StageOutputs["first"]["greeting"] != "hi-world" || len(got.Transitions) != 2 || got.TotalCostCents < old.Stages[0].TotalCostCents {
 		t.Fatalf("outputs %v transitions %v cost %d", got.StageOutputs, got.Transitions, got.TotalCostCents)
 	}
-	// A run that did not fail cannot be retried.
-	if _, err := RetrySnapshot(retryFrom(got), "", nil); !errors.Is(err, ErrRetrySnapshot) {
-		t.Fatalf("retry of a succeeded run: %v", err)
-	}
-}
-
-// retryFrom is what a retry plan needs of a line run (as api builds it).
-func retryFrom(old store.LineRun) RetryFrom {
-	from := RetryFrom{RunID: old.ID, Status: old.Status, Versioned: old.LineVersionID != nil, Transitions: len(old.Transitions)}
-	if old.Failure != nil && old.Failure.StageName != nil {
-		from.FailedStage = *old.Failure.StageName
-	}
-	for _, s := range old.Stages {
-		v := RetryVisit{StageName: s.StageName, StageOrder: s.StageOrder, Iteration: s.Iteration, Status: s.Status, CostCents: s.TotalCostCents}
-		if s.Outcome != nil {
-			v.Outcome = *s.Outcome
-		}
-		if s.JobRunID != nil {
-			v.JobRunID = *s.JobRunID
-		}
-		from.Visits = append(from.Visits, v)
-	}
-	return from
 }
 
 func (f *fixture) jobRunValues(id string) (map[string]any, map[string]any, error) {

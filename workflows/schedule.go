@@ -20,30 +20,59 @@ type ScheduleFireInput struct {
 	Generation int64
 }
 
-// ScheduleFireWorkflow is one firing of a line schedule: it creates the line
-// run (unless the firing is stale) and starts its manager, which outlives it.
-// The run id is fixed by this workflow, so retries make one run; a manager
-// that cannot be started leaves the run failed with dispatch_failed.
+// ScheduleFireWorkflow is one firing of a line schedule: it admits the line
+// run (unless the firing is stale), which starts its manager, which
+// outlives it. The run id is fixed by this workflow, so retries make one
+// run; a manager that cannot be started leaves the run failed with
+// dispatch_failed (package admit).
 func ScheduleFireWorkflow(ctx workflow.Context, in ScheduleFireInput) error {
 	actx := fireOptions(ctx)
 	var runID string
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return run.NewLineRunID() }).Get(&runID); err != nil {
 		return err
 	}
-	var res activities.FireScheduleResult
 	fire := activities.FireScheduleInput{LineName: in.LineName, Generation: in.Generation, FiredAt: workflow.Now(ctx), RunID: runID}
+	if workflow.GetVersion(ctx, admitInActivity, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return fireScheduleStartingChild(ctx, actx, fire)
+	}
+	fire.Admit = true
+	var res activities.FireScheduleResult
 	if err := workflow.ExecuteActivity(actx, a.FireSchedule, fire).Get(ctx, &res); err != nil {
 		return err
 	}
-	if res.Skipped != "" {
-		workflow.GetLogger(ctx).Info("schedule firing skipped", "line", in.LineName, "reason", res.Skipped)
+	logFiring(ctx, "schedule firing", "line", in.LineName, res.Skipped, res.Failed, res.RunID)
+	return nil
+}
+
+// admitInActivity is the change after which a firing's activity admits the
+// run (records it and starts its workflow); before it, the firing started
+// the workflow as a child and recorded a refusal itself.
+const admitInActivity = "admit-in-activity"
+
+// logFiring logs how a firing ended.
+func logFiring(ctx workflow.Context, what, key, name, skipped, failed, runID string) {
+	log := workflow.GetLogger(ctx)
+	switch {
+	case skipped != "":
+		log.Info(what+" skipped", key, name, "reason", skipped)
+	case failed != "":
+		log.Warn(what+" failed", key, name, "run_id", runID, "reason", failed)
+	}
+}
+
+// fireScheduleStartingChild is a line schedule firing begun before
+// admitInActivity, kept so that such firings replay: the activity records
+// the run and the manager is started here as a child.
+func fireScheduleStartingChild(ctx, actx workflow.Context, fire activities.FireScheduleInput) error {
+	var res activities.FireScheduleResult
+	if err := workflow.ExecuteActivity(actx, a.FireSchedule, fire).Get(ctx, &res); err != nil {
+		return err
+	}
+	if res.Skipped != "" || res.Failed != "" {
+		logFiring(ctx, "schedule firing", "line", fire.LineName, res.Skipped, res.Failed, res.RunID)
 		return nil
 	}
-	if res.Failed != "" {
-		workflow.GetLogger(ctx).Warn("schedule firing failed", "line", in.LineName, "run_id", res.RunID, "reason", res.Failed)
-		return nil
-	}
-	err := startDetached(ctx, run.LineRunWorkflowID(res.RunID), LineRunWorkflowName, LineRunInput{RunID: res.RunID, LineName: in.LineName,
+	err := startDetached(ctx, run.LineRunWorkflowID(res.RunID), LineRunWorkflowName, LineRunInput{RunID: res.RunID, LineName: fire.LineName,
 		LineVersionID: res.LineVersionID, Manifest: res.Manifest, Jobs: res.Jobs, Params: res.Params, Trigger: res.Trigger})
 	if err == nil {
 		return nil
@@ -65,7 +94,7 @@ func fireOptions(ctx workflow.Context) workflow.Context {
 
 // startDetached starts a child workflow that outlives the firing that
 // starts it; one already started (by an earlier try of the firing) is no
-// error.
+// error. Only firings begun before admitInActivity use it.
 func startDetached(ctx workflow.Context, id, name string, input any) error {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID: id, TaskQueue: TaskQueue, ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
@@ -21,11 +23,14 @@ import (
 var triageLine = manifesttest.Line("triage-select")
 
 // TestRecordReplayHistories records the histories workflows' replay test
-// checks the code against: a job run, a line run with a loop, and a line run
-// that waits for a select. It runs only with FACTORY_RECORD_HISTORIES=1 and
-// rewrites workflows/testdata/histories; record again only when a workflow
-// change is versioned (workflow.GetVersion) or no run of the old code can be
-// in flight.
+// checks the code against: a job run, a line run with a loop, a line run
+// that waits for a select, and a firing of a line schedule and of a job
+// schedule. It runs only with FACTORY_RECORD_HISTORIES=1 and rewrites
+// workflows/testdata/histories; record again only when a workflow change is
+// versioned (workflow.GetVersion) or no run of the old code can be in
+// flight. Histories of code replaced by a versioned change are kept under
+// their own names (schedulefire-*-v0.json: the firings before
+// admit-in-activity, recorded from that code).
 func TestRecordReplayHistories(t *testing.T) {
 	if os.Getenv("FACTORY_RECORD_HISTORIES") != "1" {
 		t.Skip("set FACTORY_RECORD_HISTORIES=1 to record workflow histories for the replay test")
@@ -61,6 +66,52 @@ func TestRecordReplayHistories(t *testing.T) {
 		t.Fatalf("triage line run %s: %v", sel, got)
 	}
 	saveHistory(t, c, run.LineRunWorkflowID(sel), filepath.Join(dir, "linerun-select.json"))
+	recordFirings(t, d, c, dir)
+}
+
+// recordFirings fires a line's and a job's schedule now and records the
+// firing workflows once their runs succeeded.
+func recordFirings(t *testing.T, d *daemon, c client.Client, dir string) {
+	line := "[line]\nname = \"daily\"\n[trigger]\ntype = \"schedule\"\ncron = \"0 3 * * *\"\ninputs = { who = \"cron\" }\n[[stages]]\nid = \"s\"\njob = \"greet\"\n"
+	if code, m := d.call("POST", "/factory/lines/daily/deploy", "application/toml", []byte(line)); code != 201 {
+		t.Fatalf("deploy: %d %v", code, m)
+	}
+	d.deploy("tick", strings.Replace(greetJob, `name = "greet"`, `name = "tick"`, 1)+"[schedule]\ncron = \"0 3 * * *\"\n")
+	for _, f := range []struct{ schedule, runs, file string }{
+		{run.LineScheduleID("daily"), "/factory/lines/daily/runs", "schedulefire-line.json"},
+		{run.JobScheduleID("tick"), "/jobs/tick/runs", "schedulefire-job.json"},
+	} {
+		h := c.ScheduleClient().GetHandle(context.Background(), f.schedule)
+		if err := h.Trigger(context.Background(), client.ScheduleTriggerOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			if runs := d.list(f.runs); len(runs) == 1 && runs[0]["status"] == string(run.Succeeded) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no scheduled run of %s: %v", f.schedule, d.list(f.runs))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		desc, err := h.Describe(context.Background())
+		if err != nil || len(desc.Info.RecentActions) != 1 {
+			t.Fatalf("schedule %s: %v %+v", f.schedule, err, desc)
+		}
+		id := desc.Info.RecentActions[0].StartWorkflowResult.WorkflowID
+		for {
+			ex, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+			if err == nil && ex.WorkflowExecutionInfo.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("firing %s did not close: %v", id, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		saveHistory(t, c, id, filepath.Join(dir, f.file))
+	}
 }
 
 // startLine deploys a line and starts a run of it.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/activities/sandbox"
+	"github.com/linefactory/linefactory/admit"
 	"github.com/linefactory/linefactory/cmd/internal/embedded"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
@@ -100,6 +102,7 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 		rt.sandboxes = drv
 		acts := &activities.Activities{Store: st, Definitions: st, Sandboxes: drv, Logger: logger, Rates: cfg.Rates, Agents: cfg.Agents,
 			Inference: cfg.Inference, Knowledge: st, InferenceTokens: st}
+		acts.Admit, acts.Starts = &admit.Admitter{Store: st}, rt // schedule firings admit their runs
 		if rt.workers, err = startWorkers(ctx, cfg, c, st, acts, logger); err != nil {
 			rt.Close()
 			return nil, err
@@ -138,12 +141,25 @@ func (rt *runtime) ReadyChecks() map[string]func(context.Context) error {
 	}
 }
 
-// StartJobRun starts a job run's workflow.
+// StartJobRun starts a job run's workflow. Its id is the run's, and an id
+// once used is never run again: a repeated start (a retried admission) finds
+// the workflow there and is no error.
 func (rt *runtime) StartJobRun(ctx context.Context, in workflows.JobRunInput) error {
 	_, err := rt.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: run.JobRunWorkflowID(in.RunID), TaskQueue: workflows.TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}, workflows.JobRunWorkflowName, in)
 	return err
+}
+
+// StartFiredJobRun starts the workflow of a job run a schedule fired.
+func (rt *runtime) StartFiredJobRun(ctx context.Context, r activities.FiredJobRun) error {
+	return rt.StartJobRun(ctx, workflows.FiredJobRunInput(r))
+}
+
+// StartFiredLineRun starts the manager of a line run a schedule fired.
+func (rt *runtime) StartFiredLineRun(ctx context.Context, r activities.FiredLineRun) error {
+	return rt.StartLineRun(ctx, workflows.FiredLineRunInput(r))
 }
 
 // CancelJobRun asks a job run's workflow to stop. A workflow that is gone
@@ -181,10 +197,12 @@ func reapSandboxes(ctx context.Context, drv *sandbox.Local, logger *slog.Logger,
 	}
 }
 
-// StartLineRun starts a line run's manager workflow.
+// StartLineRun starts a line run's manager workflow (an id once used is
+// never run again, as StartJobRun's).
 func (rt *runtime) StartLineRun(ctx context.Context, in workflows.LineRunInput) error {
 	_, err := rt.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: run.LineRunWorkflowID(in.RunID), TaskQueue: workflows.TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: rt.lineRunSearchAttributes(),
 	}, workflows.LineRunWorkflowName, in)
 	return err
