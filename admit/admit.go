@@ -70,7 +70,7 @@ func (a Admitter) LineRun(ctx context.Context, rec store.LineRun, start Start) (
 }
 
 // JobRunNotDispatched records that the engine refused the workflow of job
-// run id (cause): a run still queued ends failed BAD_GATEWAY, class
+// run id (cause): a run still queued ends failed DISPATCH_FAILED, class
 // platform. A run that has left queued is not changed.
 func (a Admitter) JobRunNotDispatched(ctx context.Context, id string, cause error) (store.JobRun, error) {
 	now := a.now()
@@ -79,7 +79,7 @@ func (a Admitter) JobRunNotDispatched(ctx context.Context, id string, cause erro
 			return nil
 		}
 		r.CompletedAt = &now
-		r.SetOutcome(run.Fail(run.CodeBadGateway, run.ClassPlatform, "the run could not be dispatched: "+cause.Error()))
+		r.SetOutcome(run.Fail(run.CodeDispatchFailed, run.ClassPlatform, "the run could not be dispatched: "+cause.Error()))
 		return nil
 	})
 }

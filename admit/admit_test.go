@@ -77,7 +77,7 @@ func TestJobRunAdmission(t *testing.T) {
 		stored, gerr := st.GetJobRun(ctx, got.ID)
 		for name, r := range map[string]store.JobRun{"returned": got, "stored": stored} {
 			if gerr != nil || r.Status != run.Failed || r.CompletedAt == nil || !r.CompletedAt.Equal(fixedNow) ||
-				deref(r.ErrorCode) != run.CodeBadGateway || deref(r.FailureClass) != string(run.ClassPlatform) ||
+				deref(r.ErrorCode) != run.CodeDispatchFailed || deref(r.FailureClass) != string(run.ClassPlatform) ||
 				deref(r.ErrorMessage) != "the run could not be dispatched: engine says no" {
 				t.Errorf("%s run %+v (%v)", name, r, gerr)
 			}

@@ -26,7 +26,7 @@
 //     has taken it.
 //   - a dispatch failure changes a record only while it is still queued
 //     (never a run its workflow has begun), with what users have always
-//     seen: job runs error_code BAD_GATEWAY, failure_class platform,
+//     seen: job runs error_code DISPATCH_FAILED, failure_class platform,
 //     "the run could not be dispatched: …"; line runs failure.code
 //     dispatch_failed (domain platform), "the line run could not be
 //     dispatched: …".
