@@ -150,7 +150,7 @@ func testJobScheduleFire(t *testing.T, fr firing) {
 			t.Fatalf("err %v started %d runs %d", err, len(started), len(runs))
 		}
 		r := runs[0]
-		if r.Status != run.Failed || r.CompletedAt == nil || r.ErrorCode == nil || *r.ErrorCode != run.CodeBadGateway ||
+		if r.Status != run.Failed || r.CompletedAt == nil || r.ErrorCode == nil || *r.ErrorCode != run.CodeDispatchFailed ||
 			*r.FailureClass != string(run.ClassPlatform) || *r.ErrorMessage != "the run could not be dispatched: engine says no" {
 			t.Fatalf("recorded run %+v", r)
 		}
