@@ -9,12 +9,6 @@ import (
 	"strings"
 )
 
-// GetJobRunJSON returns a job run's stored JSON document as is: the same
-// object GetJobRun decodes, for callers that only pass it on.
-func (s *Store) GetJobRunJSON(ctx context.Context, id string) (json.RawMessage, error) {
-	return s.rawDoc(ctx, "job_runs", id, "job run")
-}
-
 // GetLineRunJSON returns a line run's stored JSON document as is.
 func (s *Store) GetLineRunJSON(ctx context.Context, id string) (json.RawMessage, error) {
 	return s.rawDoc(ctx, "line_runs", id, "line run")

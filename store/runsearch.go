@@ -63,11 +63,7 @@ func (s *Store) SearchJobRuns(ctx context.Context, f RunSearch) ([]JobRun, error
 	if err := q.Order("created_at desc, id desc").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
 		return nil, translate(err, "search job runs")
 	}
-	out := make([]JobRun, len(rows))
-	for i, r := range rows {
-		out[i] = r.Doc.V
-	}
-	return out, nil
+	return s.jobRuns(ctx, rows, "search job runs")
 }
 
 // SearchLineRuns lists line runs of every line, newest first.

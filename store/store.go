@@ -186,6 +186,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := s.migrateWorkers(ctx); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
+	if err := s.migrateJobRunSteps(ctx); err != nil {
+		return fmt.Errorf("migrate store: %w", err)
+	}
 	if err := s.migrateIndexes(ctx); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
