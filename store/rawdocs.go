@@ -15,12 +15,15 @@ func (s *Store) GetLineRunJSON(ctx context.Context, id string) (json.RawMessage,
 }
 
 func (s *Store) rawDoc(ctx context.Context, table, id, what string) (json.RawMessage, error) {
-	var doc []byte
-	col := "doc"
+	query := "SELECT doc FROM " + table + " WHERE id = ?"
 	if s.postgres {
-		col = "doc::text" // jsonb comes back as text anyway; say so for the driver
+		query = "SELECT doc::text FROM " + table + " WHERE id = ?" // jsonb comes back as text anyway; say so for the driver
 	}
-	err := s.db.WithContext(ctx).Table(table).Select(col).Where("id = ?", id).Limit(1).Row().Scan(&doc)
+	var doc []byte
+	row, err := s.queryRow(ctx, query, id)
+	if err == nil {
+		err = row.Scan(&doc)
+	}
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && len(doc) == 0) {
 		return nil, fmt.Errorf("%s %q: %w", what, id, ErrNotFound)
 	}

@@ -278,7 +278,10 @@ func (s *Store) GetJobRunJSON(ctx context.Context, id string) (json.RawMessage, 
 		doc   []byte
 		steps sql.NullString
 	)
-	err := s.db.WithContext(ctx).Raw(s.splicedJobRun(), id).Row().Scan(&doc, &steps)
+	row, err := s.queryRow(ctx, s.splicedJobRun(), id)
+	if err == nil {
+		err = row.Scan(&doc, &steps)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("job run %q: %w", id, ErrNotFound)
 	}

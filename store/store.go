@@ -37,6 +37,7 @@ var (
 type Store struct {
 	db       *gorm.DB
 	readers  *sql.DB // SQLite's read-only connections (nil on PostgreSQL)
+	stmts    stmtCache
 	postgres bool
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
@@ -133,6 +134,7 @@ func (s *Store) Close() error {
 	if err != nil {
 		return err
 	}
+	s.stmts.close()
 	if s.readers != nil {
 		_ = s.readers.Close()
 	}
