@@ -17,7 +17,7 @@ func (s *Store) UnfinishedJobRuns(ctx context.Context, queuedBefore time.Time, l
 	if err != nil {
 		return nil, translate(err, "list unfinished job runs")
 	}
-	return s.jobRuns(ctx, rows, "list unfinished job runs")
+	return s.jobRuns(ctx, rows, true, "list unfinished job runs")
 }
 
 // UnfinishedLineRuns lists line runs still running or waiting, and those

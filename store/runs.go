@@ -84,6 +84,10 @@ type JobRunFilter struct {
 	LineRunID string
 	Limit     int
 	Offset    int
+	// WithoutTimeline leaves each run's StepTimeline empty, unread (a
+	// listing that does not show it: a page of long runs is thousands of
+	// rows otherwise).
+	WithoutTimeline bool
 }
 
 type jobRunModel struct {
@@ -164,7 +168,7 @@ func (s *Store) ListJobRuns(ctx context.Context, f JobRunFilter) ([]JobRun, erro
 	if err := q.Order("created_at desc, id desc").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
 		return nil, translate(err, "list job runs")
 	}
-	return s.jobRuns(ctx, rows, "list job runs")
+	return s.jobRuns(ctx, rows, !f.WithoutTimeline, "list job runs")
 }
 
 // UpdateJobRun changes a job run by a read-modify-write in one transaction
@@ -203,11 +207,16 @@ func (s *Store) UpdateJobRun(ctx context.Context, id string, change func(*JobRun
 	return out, translate(err, fmt.Sprintf("update job run %q", id))
 }
 
-// jobRuns returns the runs of rows with their timelines.
-func (s *Store) jobRuns(ctx context.Context, rows []jobRunModel, what string) ([]JobRun, error) {
+// jobRuns returns the runs of rows, with their timelines unless timelines
+// is false (then each is empty).
+func (s *Store) jobRuns(ctx context.Context, rows []jobRunModel, timelines bool, what string) ([]JobRun, error) {
 	out := make([]JobRun, len(rows))
 	for i, r := range rows {
 		out[i] = r.Doc.V
+		normalizeJobRun(&out[i])
+	}
+	if !timelines {
+		return out, nil
 	}
 	if err := s.withTimelines(ctx, out); err != nil {
 		return nil, translate(err, what)

@@ -79,7 +79,8 @@ func TestUpdateJobRunStep(t *testing.T) {
 // TestJobRunJSONSplicesTimeline: GET by id's stored JSON, with the
 // timeline spliced in from its rows, is the run GetJobRun decodes; a run
 // without steps has an empty timeline; an entry changed by UpdateJobRun is
-// rewritten, entries past a shorter timeline are gone.
+// rewritten, entries past a shorter timeline are gone; listings read the
+// timelines unless told not to.
 func TestJobRunJSONSplicesTimeline(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, st *store.Store) {
 		ctx := context.Background()
@@ -110,6 +111,25 @@ func TestJobRunJSONSplicesTimeline(t *testing.T) {
 		got := sameJSON(t, st, r.ID, 2)
 		if got.StepTimeline[1].Status != "running" || got.StepTimeline[0].Status != "pending" {
 			t.Fatalf("timeline %+v", got.StepTimeline)
+		}
+		for _, without := range []bool{false, true} {
+			listed, err := st.ListJobRuns(ctx, store.JobRunFilter{JobName: "j", WithoutTimeline: without})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found, err := st.SearchJobRuns(ctx, store.RunSearch{Name: "j", WithoutTimeline: without})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 2
+			if without {
+				want = 0
+			}
+			for _, l := range [][]store.JobRun{listed, found} {
+				if len(l) != 1 || len(l[0].StepTimeline) != want || l[0].StepTimeline == nil || l[0].RunParams["x"] != "}" {
+					t.Fatalf("listed without timeline %v: %+v", without, l)
+				}
+			}
 		}
 		if _, err := st.GetJobRunJSON(ctx, "jr_missing"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("missing run: %v", err)
