@@ -7,7 +7,7 @@ import (
 )
 
 // The reads by id the API serves under load (GET /job-runs/{id}, GET
-// /factory/line-runs/{id}) go to database/sql directly with fixed
+// /factory/line-runs/{id}) and the line-run listing go to database/sql directly with fixed
 // statements: GORM's statement building, callbacks and read routing were
 // a quarter of such a request's CPU here. On SQLite each statement is
 // prepared once per reader connection (the driver has no statement cache
@@ -44,6 +44,22 @@ func (s *Store) queryRow(ctx context.Context, query string, args ...any) (*sql.R
 		return nil, err
 	}
 	return stmt.QueryRowContext(ctx, args...), nil
+}
+
+// queryRows is queryRow for a read of several rows.
+func (s *Store) queryRows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	db, err := s.readDB()
+	if err != nil {
+		return nil, err
+	}
+	if s.postgres {
+		return db.QueryContext(ctx, pgQuery(query), args...)
+	}
+	stmt, err := s.stmts.prepare(ctx, db, query)
+	if err != nil {
+		return nil, err
+	}
+	return stmt.QueryContext(ctx, args...)
 }
 
 func (c *stmtCache) prepare(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, error) {

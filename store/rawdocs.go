@@ -41,7 +41,8 @@ var lineRunListDrops = []string{"transitions", "stage_outputs", "workflow_id", "
 // ListLineRunsJSON lists line runs newest first as listings show them: each
 // stored document without lineRunListDrops and trigger.payload.body, cut
 // by the database (jsonb operators on PostgreSQL, json_remove on SQLite), so
-// the documents are never decoded here.
+// the documents are never decoded here. Like the reads by id, it is a fixed
+// statement per filter combination sent through database/sql (fastread.go).
 func (s *Store) ListLineRunsJSON(ctx context.Context, f LineRunFilter) ([]json.RawMessage, error) {
 	limit, offset := clampPage(f.Limit, f.Offset)
 	var col string
@@ -50,14 +51,22 @@ func (s *Store) ListLineRunsJSON(ctx context.Context, f LineRunFilter) ([]json.R
 	} else {
 		col = "json_remove(doc, '$." + strings.Join(lineRunListDrops, "', '$.") + "', '$.trigger.payload.body')"
 	}
-	q := s.db.WithContext(ctx).Table("line_runs").Select(col)
+	var (
+		where []string
+		args  []any
+	)
 	if f.LineName != "" {
-		q = q.Where("line_name = ?", f.LineName)
+		where, args = append(where, "line_name = ?"), append(args, f.LineName)
 	}
 	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
+		where, args = append(where, "status = ?"), append(args, string(f.Status))
 	}
-	rows, err := q.Order("created_at desc, id desc").Limit(limit).Offset(offset).Rows()
+	query := "SELECT " + col + " FROM line_runs"
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
+	rows, err := s.queryRows(ctx, query, append(args, limit, offset)...)
 	if err != nil {
 		return nil, translate(err, "list line runs")
 	}
