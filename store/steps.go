@@ -66,6 +66,10 @@ func (jobRunDoc) GormDBDataType(db *gorm.DB, f *schema.Field) string {
 	return JSON[JobRun]{}.GormDBDataType(db, f)
 }
 
+// jobRunStepsMigrationLock is the PostgreSQL advisory lock key of
+// migrateJobRunSteps (any constant no other code of the database uses).
+const jobRunStepsMigrationLock = 0x6c665f737465707 // "lf_step"
+
 // migrateJobRunSteps creates job_run_steps and, the first time, moves the
 // timelines of the runs stored before it out of their documents, in one
 // transaction.
@@ -89,6 +93,16 @@ func (s *Store) migrateJobRunSteps(ctx context.Context) error {
 		strip = `UPDATE job_runs SET doc = json_remove(doc, '$.step_timeline') WHERE json_type(doc, '$.step_timeline') IS NOT NULL`
 	}
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// Several workers upgraded at once: one moves, the others wait and
+		// find the table (SQLite's write transaction serializes already).
+		if s.postgres {
+			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", jobRunStepsMigrationLock).Error; err != nil {
+				return err
+			}
+		}
+		if tx.Migrator().HasTable(&jobRunStepModel{}) {
+			return nil
+		}
 		if err := tx.AutoMigrate(&jobRunStepModel{}); err != nil {
 			return err
 		}
