@@ -441,7 +441,7 @@ func StepFailureFromError(task, step string, err error) RunStepResult {
 func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResult, error) {
 	started := a.now()
 	attempt := attemptOf(ctx)
-	a.updateStep(ctx, in, func(e *store.StepTimelineEntry) {
+	a.markStep(ctx, in, func(e *store.StepTimelineEntry) {
 		e.SetOutcome(run.Outcome{Status: run.Running})
 		e.StartedAt, e.SandboxName, e.CompletedAt, e.ExitCode = &started, new(in.Sandbox), nil, nil
 		e.Attempt, e.Attempts = attempt, append(e.Attempts, store.StepAttempt{Attempt: attempt, StartedAt: started})
@@ -495,6 +495,18 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 type templateError struct{ err error }
 
 func (e *templateError) Error() string { return e.err.Error() }
+
+// markStep is updateStep for a step's start, which a database crash may
+// lose without harm (see store.MarkJobRunStep).
+func (a *Activities) markStep(ctx context.Context, in RunStepInput, change func(*store.StepTimelineEntry)) {
+	if st, ok := a.Store.(stepPatcher); ok {
+		if err := st.MarkJobRunStep(ctx, in.RunID, in.Task, in.Step, change); err != nil && a.Logger != nil {
+			a.Logger.Warn("update step timeline", slog.String("run_id", in.RunID), slog.String("error", err.Error()))
+		}
+		return
+	}
+	a.updateStep(ctx, in, change)
+}
 
 func (a *Activities) updateStep(ctx context.Context, in RunStepInput, change func(*store.StepTimelineEntry)) {
 	if st, ok := a.Store.(stepPatcher); ok {

@@ -130,7 +130,12 @@ func (s *Server) listJobRuns(c *gin.Context) error {
 	if _, err := s.store.GetJob(ctx, c.Param("name")); err != nil {
 		return err
 	}
-	runs, err := s.store.ListJobRuns(ctx, store.JobRunFilter{JobName: c.Param("name"), Status: status, Limit: limit, Offset: offset})
+	summary, err := summaryRequested(c)
+	if err != nil {
+		return err
+	}
+	runs, err := s.store.ListJobRuns(ctx, store.JobRunFilter{JobName: c.Param("name"), Status: status, Limit: limit, Offset: offset,
+		WithoutTimeline: summary})
 	if err != nil {
 		return err
 	}

@@ -111,6 +111,10 @@ func (s *Server) searchJobRuns(c *gin.Context) error {
 		return err
 	}
 	f.Name, f.LineRunID = firstQuery(c, "job", "job_name"), c.Query("line_run_id")
+	// The summary shape leaves the timelines out: not read at all.
+	if f.WithoutTimeline, err = summaryRequested(c); err != nil {
+		return err
+	}
 	runs, err := s.store.SearchJobRuns(c.Request.Context(), f)
 	if err != nil {
 		return err

@@ -9,24 +9,21 @@ import (
 	"strings"
 )
 
-// GetJobRunJSON returns a job run's stored JSON document as is: the same
-// object GetJobRun decodes, for callers that only pass it on.
-func (s *Store) GetJobRunJSON(ctx context.Context, id string) (json.RawMessage, error) {
-	return s.rawDoc(ctx, "job_runs", id, "job run")
-}
-
 // GetLineRunJSON returns a line run's stored JSON document as is.
 func (s *Store) GetLineRunJSON(ctx context.Context, id string) (json.RawMessage, error) {
 	return s.rawDoc(ctx, "line_runs", id, "line run")
 }
 
 func (s *Store) rawDoc(ctx context.Context, table, id, what string) (json.RawMessage, error) {
-	var doc []byte
-	col := "doc"
+	query := "SELECT doc FROM " + table + " WHERE id = ?"
 	if s.postgres {
-		col = "doc::text" // jsonb comes back as text anyway; say so for the driver
+		query = "SELECT doc::text FROM " + table + " WHERE id = ?" // jsonb comes back as text anyway; say so for the driver
 	}
-	err := s.db.WithContext(ctx).Table(table).Select(col).Where("id = ?", id).Limit(1).Row().Scan(&doc)
+	var doc []byte
+	row, err := s.queryRow(ctx, query, id)
+	if err == nil {
+		err = row.Scan(&doc)
+	}
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && len(doc) == 0) {
 		return nil, fmt.Errorf("%s %q: %w", what, id, ErrNotFound)
 	}
@@ -44,7 +41,8 @@ var lineRunListDrops = []string{"transitions", "stage_outputs", "workflow_id", "
 // ListLineRunsJSON lists line runs newest first as listings show them: each
 // stored document without lineRunListDrops and trigger.payload.body, cut
 // by the database (jsonb operators on PostgreSQL, json_remove on SQLite), so
-// the documents are never decoded here.
+// the documents are never decoded here. Like the reads by id, it is a fixed
+// statement per filter combination sent through database/sql (fastread.go).
 func (s *Store) ListLineRunsJSON(ctx context.Context, f LineRunFilter) ([]json.RawMessage, error) {
 	limit, offset := clampPage(f.Limit, f.Offset)
 	var col string
@@ -53,14 +51,22 @@ func (s *Store) ListLineRunsJSON(ctx context.Context, f LineRunFilter) ([]json.R
 	} else {
 		col = "json_remove(doc, '$." + strings.Join(lineRunListDrops, "', '$.") + "', '$.trigger.payload.body')"
 	}
-	q := s.db.WithContext(ctx).Table("line_runs").Select(col)
+	var (
+		where []string
+		args  []any
+	)
 	if f.LineName != "" {
-		q = q.Where("line_name = ?", f.LineName)
+		where, args = append(where, "line_name = ?"), append(args, f.LineName)
 	}
 	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
+		where, args = append(where, "status = ?"), append(args, string(f.Status))
 	}
-	rows, err := q.Order("created_at desc, id desc").Limit(limit).Offset(offset).Rows()
+	query := "SELECT " + col + " FROM line_runs"
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?"
+	rows, err := s.queryRows(ctx, query, append(args, limit, offset)...)
 	if err != nil {
 		return nil, translate(err, "list line runs")
 	}

@@ -17,11 +17,7 @@ func (s *Store) UnfinishedJobRuns(ctx context.Context, queuedBefore time.Time, l
 	if err != nil {
 		return nil, translate(err, "list unfinished job runs")
 	}
-	out := make([]JobRun, len(rows))
-	for i, r := range rows {
-		out[i] = r.Doc.V
-	}
-	return out, nil
+	return s.jobRuns(ctx, rows, true, "list unfinished job runs")
 }
 
 // UnfinishedLineRuns lists line runs still running or waiting, and those

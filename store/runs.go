@@ -84,6 +84,10 @@ type JobRunFilter struct {
 	LineRunID string
 	Limit     int
 	Offset    int
+	// WithoutTimeline leaves each run's StepTimeline empty, unread (a
+	// listing that does not show it: a page of long runs is thousands of
+	// rows otherwise).
+	WithoutTimeline bool
 }
 
 type jobRunModel struct {
@@ -92,7 +96,7 @@ type jobRunModel struct {
 	Status    string    `gorm:"index;size:32"`
 	LineRunID string    `gorm:"index;size:64"`
 	CreatedAt time.Time `gorm:"index"`
-	Doc       JSON[JobRun]
+	Doc       jobRunDoc
 }
 
 func (jobRunModel) TableName() string { return "job_runs" }
@@ -106,8 +110,14 @@ func (s *Store) CreateJobRun(ctx context.Context, r JobRun) (JobRun, error) {
 		r.CreatedAt = s.now()
 	}
 	normalizeJobRun(&r)
-	m := jobRunModel{ID: r.ID, JobName: r.JobName, Status: string(r.Status), LineRunID: deref(r.LineRunID), CreatedAt: r.CreatedAt, Doc: JSON[JobRun]{r}}
-	if err := s.db.WithContext(ctx).Create(&m).Error; err != nil {
+	m := jobRunModel{ID: r.ID, JobName: r.JobName, Status: string(r.Status), LineRunID: deref(r.LineRunID), CreatedAt: r.CreatedAt, Doc: jobRunDoc{r}}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&m).Error; err != nil {
+			return err
+		}
+		return writeTimeline(tx, &r, nil)
+	})
+	if err != nil {
 		return JobRun{}, translate(err, "create job run")
 	}
 	return r, nil
@@ -134,7 +144,11 @@ func (s *Store) GetJobRun(ctx context.Context, id string) (JobRun, error) {
 	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&m).Error; err != nil {
 		return JobRun{}, translate(err, fmt.Sprintf("job run %q", id))
 	}
-	return m.Doc.V, nil
+	out := []JobRun{m.Doc.V}
+	if err := s.withTimelines(ctx, out); err != nil {
+		return JobRun{}, translate(err, fmt.Sprintf("job run %q", id))
+	}
+	return out[0], nil
 }
 
 // ListJobRuns lists job runs newest first.
@@ -154,15 +168,13 @@ func (s *Store) ListJobRuns(ctx context.Context, f JobRunFilter) ([]JobRun, erro
 	if err := q.Order("created_at desc, id desc").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
 		return nil, translate(err, "list job runs")
 	}
-	out := make([]JobRun, len(rows))
-	for i, r := range rows {
-		out[i] = r.Doc.V
-	}
-	return out, nil
+	return s.jobRuns(ctx, rows, !f.WithoutTimeline, "list job runs")
 }
 
 // UpdateJobRun changes a job run by a read-modify-write in one transaction
-// (the row is locked on PostgreSQL), so concurrent updates are never lost.
+// (the row and its timeline entries are locked on PostgreSQL), so
+// concurrent updates are never lost. Only the timeline entries the change
+// touched are written back.
 func (s *Store) UpdateJobRun(ctx context.Context, id string, change func(*JobRun) error) (JobRun, error) {
 	var out JobRun
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -170,18 +182,46 @@ func (s *Store) UpdateJobRun(ctx context.Context, id string, change func(*JobRun
 		if err := s.forUpdate(tx).Where("id = ?", id).Take(&m).Error; err != nil {
 			return err
 		}
+		old, err := storedTimeline(s.forUpdate(tx), id)
+		if err != nil {
+			return err
+		}
 		r := m.Doc.V
+		if r.StepTimeline, err = decodeTimeline(id, old); err != nil {
+			return err
+		}
 		if err := change(&r); err != nil {
 			return err
 		}
 		r.ID = id
 		normalizeJobRun(&r)
 		out = r
-		return tx.Model(&jobRunModel{}).Where("id = ?", id).Updates(map[string]any{
-			"status": string(r.Status), "line_run_id": deref(r.LineRunID), "doc": JSON[JobRun]{r},
+		err = tx.Model(&jobRunModel{}).Where("id = ?", id).Updates(map[string]any{
+			"status": string(r.Status), "line_run_id": deref(r.LineRunID), "doc": jobRunDoc{r},
 		}).Error
+		if err != nil {
+			return err
+		}
+		return writeTimeline(tx, &r, old)
 	})
 	return out, translate(err, fmt.Sprintf("update job run %q", id))
+}
+
+// jobRuns returns the runs of rows, with their timelines unless timelines
+// is false (then each is empty).
+func (s *Store) jobRuns(ctx context.Context, rows []jobRunModel, timelines bool, what string) ([]JobRun, error) {
+	out := make([]JobRun, len(rows))
+	for i, r := range rows {
+		out[i] = r.Doc.V
+		normalizeJobRun(&out[i])
+	}
+	if !timelines {
+		return out, nil
+	}
+	if err := s.withTimelines(ctx, out); err != nil {
+		return nil, translate(err, what)
+	}
+	return out, nil
 }
 
 // ---------------------------------------------------------------- logs

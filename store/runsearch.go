@@ -20,6 +20,9 @@ type RunSearch struct {
 	Since  time.Time
 	Limit  int
 	Offset int
+	// WithoutTimeline leaves each job run's StepTimeline empty, unread
+	// (job runs only; see JobRunFilter).
+	WithoutTimeline bool
 }
 
 // runSearchIndexes serve RunSearch's filters in its order, so a page of
@@ -63,11 +66,7 @@ func (s *Store) SearchJobRuns(ctx context.Context, f RunSearch) ([]JobRun, error
 	if err := q.Order("created_at desc, id desc").Limit(limit).Offset(offset).Find(&rows).Error; err != nil {
 		return nil, translate(err, "search job runs")
 	}
-	out := make([]JobRun, len(rows))
-	for i, r := range rows {
-		out[i] = r.Doc.V
-	}
-	return out, nil
+	return s.jobRuns(ctx, rows, !f.WithoutTimeline, "search job runs")
 }
 
 // SearchLineRuns lists line runs of every line, newest first.

@@ -37,6 +37,7 @@ var (
 type Store struct {
 	db       *gorm.DB
 	readers  *sql.DB // SQLite's read-only connections (nil on PostgreSQL)
+	stmts    stmtCache
 	postgres bool
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
@@ -133,6 +134,7 @@ func (s *Store) Close() error {
 	if err != nil {
 		return err
 	}
+	s.stmts.close()
 	if s.readers != nil {
 		_ = s.readers.Close()
 	}
@@ -184,6 +186,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate store: %w", err)
 	}
 	if err := s.migrateWorkers(ctx); err != nil {
+		return fmt.Errorf("migrate store: %w", err)
+	}
+	if err := s.migrateJobRunSteps(ctx); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
 	if err := s.migrateIndexes(ctx); err != nil {

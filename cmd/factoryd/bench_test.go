@@ -148,34 +148,70 @@ func BenchmarkIssue14(b *testing.B) {
 	e.forkMs = e.measureForkExec()
 
 	// SQLite.
-	stop := e.serve(filepath.Join(dir, "sqlite"), filepath.Join(dir, "sqlite", "factory.db"), srv.FrontendAddr())
-	e.setup()
-	e.stepOverhead("SQLite", 1.1)
-	e.lineWall()
-	e.lineThroughput()
-	stop()
+	sqliteDir := filepath.Join(dir, "sqlite")
+	sqliteDSN := filepath.Join(sqliteDir, "factory.db")
+	if benchRows("steps") {
+		e.isolatedSteps("SQLite", 1.1, sqliteDir, sqliteDSN, srv.FrontendAddr())
+	}
+	if benchRows("lines") {
+		stop := e.serve(sqliteDir, sqliteDSN, srv.FrontendAddr(), "")
+		e.setup()
+		e.lineWall()
+		e.lineThroughput()
+		stop()
+	}
 
 	pg := os.Getenv("FACTORY_TEST_POSTGRES_DSN")
 	if pg == "" {
 		fmt.Println("NOTE: FACTORY_TEST_POSTGRES_DSN is unset: the PostgreSQL rows are skipped")
-	} else {
+	} else if benchRows("steps") || benchRows("reads") {
 		dsn := benchSchema(b, pg)
-		stop = e.serve(filepath.Join(dir, "pg"), dsn, srv.FrontendAddr())
-		e.setup()
-		e.stepOverhead("PostgreSQL", 1.3)
-		e.reads(dsn)
-		stop()
+		pgDir := filepath.Join(dir, "pg")
+		if benchRows("steps") {
+			e.isolatedSteps("PostgreSQL", 1.3, pgDir, dsn, srv.FrontendAddr())
+		}
+		if benchRows("reads") {
+			stop := e.serve(pgDir, dsn, srv.FrontendAddr(), "")
+			e.setup()
+			e.reads(dsn)
+			stop()
+		}
 	}
 	e.isolationCost()
 	e.print()
 }
 
+// benchRows tells whether the rows of group (steps, lines or reads) are
+// measured: FACTORY_BENCH_ROWS lists the groups to run (comma-separated),
+// unset or empty runs them all.
+func benchRows(group string) bool {
+	v := strings.TrimSpace(os.Getenv("FACTORY_BENCH_ROWS"))
+	return v == "" || slices.Contains(strings.Split(v, ","), group)
+}
+
+// isolatedSteps measures the step overhead on one database twice, with
+// FACTORY_SANDBOX_ISOLATION=none (the orchestration alone) and with bwrap
+// (the default: orchestration and isolation), each against bare Temporal.
+func (e *benchEnv) isolatedSteps(db string, goalRatio float64, dataDir, dsn, temporalAddr string) {
+	for _, iso := range []string{"none", "bwrap"} {
+		stop := e.serve(dataDir, dsn, temporalAddr, iso)
+		e.setup()
+		e.stepOverhead(db+", isolation "+iso, goalRatio)
+		stop()
+	}
+}
+
 // serve runs factoryd in this process against the shared Temporal server
-// and returns its stop.
-func (e *benchEnv) serve(dataDir, dsn, temporalAddr string) func() {
+// and returns its stop. isolation sets FACTORY_SANDBOX_ISOLATION ("" keeps
+// the environment's or the default).
+func (e *benchEnv) serve(dataDir, dsn, temporalAddr, isolation string) func() {
 	b := e.b
-	cfg, err := loadConfig("serve", []string{"--addr", "127.0.0.1:0", "--data-dir", dataDir, "--database-url", dsn,
-		"--temporal-address", temporalAddr, "--temporal-ui-addr", "off", "--log-level", "error"})
+	args := []string{"--addr", "127.0.0.1:0", "--data-dir", dataDir, "--database-url", dsn,
+		"--temporal-address", temporalAddr, "--temporal-ui-addr", "off", "--log-level", "error"}
+	if isolation != "" {
+		args = append(args, "--sandbox-isolation", isolation)
+	}
+	cfg, err := loadConfig("serve", args)
 	if err != nil {
 		b.Fatal(err)
 	}

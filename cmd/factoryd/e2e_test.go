@@ -340,17 +340,15 @@ func storedStepStatus(t *testing.T, dataDir, id string) string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var doc string
-	if err := db.QueryRow("SELECT doc FROM job_runs WHERE id = ?", id).Scan(&doc); err != nil {
-		t.Fatal(err)
+	var entry string
+	if err := db.QueryRow("SELECT entry FROM job_run_steps WHERE run_id = ? ORDER BY pos LIMIT 1", id).Scan(&entry); err != nil {
+		t.Fatalf("stored run %s: %v", id, err)
 	}
-	var r struct {
-		StepTimeline []struct {
-			Status string `json:"status"`
-		} `json:"step_timeline"`
+	var e struct {
+		Status string `json:"status"`
 	}
-	if err := json.Unmarshal([]byte(doc), &r); err != nil || len(r.StepTimeline) == 0 {
-		t.Fatalf("stored run %s: %v %s", id, err, doc)
+	if err := json.Unmarshal([]byte(entry), &e); err != nil {
+		t.Fatalf("stored run %s: %v %s", id, err, entry)
 	}
-	return r.StepTimeline[0].Status
+	return e.Status
 }

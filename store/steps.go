@@ -1,0 +1,338 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+)
+
+// A job run's step timeline is stored beside its document, one row per
+// entry in job_run_steps keyed by the run and the entry's position, so a
+// step's start and end write one small row instead of rewriting a document
+// that grows with the number of steps. The run's document (job_runs.doc)
+// holds everything else; reads put the two together, and GetJobRunJSON
+// splices the rows' JSON into the document without decoding either.
+
+type jobRunStepModel struct {
+	RunID    string `gorm:"primaryKey;size:64"`
+	Pos      int    `gorm:"primaryKey;autoIncrement:false"`
+	TaskName string `gorm:"size:255;not null"`
+	Name     string `gorm:"size:255;not null"`
+	// Entry is the StepTimelineEntry as JSON text, served as is.
+	Entry string `gorm:"type:text;not null"`
+}
+
+func (jobRunStepModel) TableName() string { return "job_run_steps" }
+
+// jobRunDoc is job_runs.doc: the run without its step timeline.
+type jobRunDoc struct {
+	V JobRun
+}
+
+// storedJobRun leaves the timeline out of the encoded run: its own
+// step_timeline field, always empty, hides JobRun's.
+type storedJobRun struct {
+	*JobRun
+	StepTimeline []json.RawMessage `json:"step_timeline,omitempty"`
+}
+
+// Value encodes the run without its timeline.
+func (d jobRunDoc) Value() (driver.Value, error) {
+	b, err := json.Marshal(storedJobRun{JobRun: &d.V})
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// Scan decodes the run; its timeline is read from job_run_steps.
+func (d *jobRunDoc) Scan(src any) error {
+	var j JSON[JobRun]
+	if err := j.Scan(src); err != nil {
+		return err
+	}
+	d.V = j.V
+	return nil
+}
+
+// GormDBDataType picks the column type per database.
+func (jobRunDoc) GormDBDataType(db *gorm.DB, f *schema.Field) string {
+	return JSON[JobRun]{}.GormDBDataType(db, f)
+}
+
+// jobRunStepsMigrationLock is the PostgreSQL advisory lock key of
+// migrateJobRunSteps (any constant no other code of the database uses).
+const jobRunStepsMigrationLock = 0x6c665f737465707 // "lf_step"
+
+// migrateJobRunSteps creates job_run_steps and, the first time, moves the
+// timelines of the runs stored before it out of their documents, in one
+// transaction.
+func (s *Store) migrateJobRunSteps(ctx context.Context) error {
+	if s.db.WithContext(ctx).Migrator().HasTable(&jobRunStepModel{}) {
+		return nil
+	}
+	var move, strip string
+	if s.postgres {
+		move = `INSERT INTO job_run_steps (run_id, pos, task_name, name, entry)
+			SELECT j.id, e.i - 1, COALESCE(e.elem->>'task_name', ''), COALESCE(e.elem->>'name', ''), e.elem::text
+			FROM job_runs j, jsonb_array_elements(j.doc->'step_timeline') WITH ORDINALITY AS e(elem, i)
+			WHERE jsonb_typeof(j.doc->'step_timeline') = 'array'`
+		strip = `UPDATE job_runs SET doc = doc - 'step_timeline' WHERE doc->'step_timeline' IS NOT NULL`
+	} else {
+		move = `INSERT INTO job_run_steps (run_id, pos, task_name, name, entry)
+			SELECT j.id, CAST(e.key AS INTEGER), COALESCE(json_extract(e.value, '$.task_name'), ''),
+				COALESCE(json_extract(e.value, '$.name'), ''), e.value
+			FROM job_runs j, json_each(j.doc, '$.step_timeline') e
+			WHERE json_type(j.doc, '$.step_timeline') = 'array'`
+		strip = `UPDATE job_runs SET doc = json_remove(doc, '$.step_timeline') WHERE json_type(doc, '$.step_timeline') IS NOT NULL`
+	}
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// Several workers upgraded at once: one moves, the others wait and
+		// find the table (SQLite's write transaction serializes already).
+		if s.postgres {
+			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", jobRunStepsMigrationLock).Error; err != nil {
+				return err
+			}
+		}
+		if tx.Migrator().HasTable(&jobRunStepModel{}) {
+			return nil
+		}
+		if err := tx.AutoMigrate(&jobRunStepModel{}); err != nil {
+			return err
+		}
+		err := tx.Exec("CREATE INDEX IF NOT EXISTS idx_job_run_steps_task_step ON job_run_steps (run_id, task_name, name)").Error
+		if err != nil {
+			return err
+		}
+		if err := tx.Exec(move).Error; err != nil {
+			return fmt.Errorf("move step timelines: %w", err)
+		}
+		if err := tx.Exec(strip).Error; err != nil {
+			return fmt.Errorf("move step timelines: %w", err)
+		}
+		return nil
+	})
+}
+
+// stepRows encodes a timeline as the rows of run id from position from on.
+func stepRows(id string, timeline []StepTimelineEntry, from int) ([]jobRunStepModel, error) {
+	rows := make([]jobRunStepModel, 0, len(timeline)-from)
+	for i := from; i < len(timeline); i++ {
+		b, err := json.Marshal(timeline[i])
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, jobRunStepModel{RunID: id, Pos: i, TaskName: timeline[i].TaskName, Name: timeline[i].Name, Entry: string(b)})
+	}
+	return rows, nil
+}
+
+// stepInsertBatch keeps a multi-row insert under PostgreSQL's 65,535
+// parameters.
+const stepInsertBatch = 1000
+
+// writeTimeline stores r's timeline in tx given the entries stored now
+// (old, as JSON by position): changed entries are rewritten, new ones
+// inserted, and those past its end deleted.
+func writeTimeline(tx *gorm.DB, r *JobRun, old []string) error {
+	keep := min(len(old), len(r.StepTimeline))
+	for i := 0; i < keep; i++ {
+		b, err := json.Marshal(r.StepTimeline[i])
+		if err != nil {
+			return err
+		}
+		if string(b) == old[i] {
+			continue
+		}
+		e := r.StepTimeline[i]
+		err = tx.Model(&jobRunStepModel{}).Where("run_id = ? AND pos = ?", r.ID, i).
+			Updates(map[string]any{"task_name": e.TaskName, "name": e.Name, "entry": string(b)}).Error
+		if err != nil {
+			return err
+		}
+	}
+	if len(old) > len(r.StepTimeline) {
+		if err := tx.Where("run_id = ? AND pos >= ?", r.ID, len(r.StepTimeline)).Delete(&jobRunStepModel{}).Error; err != nil {
+			return err
+		}
+	}
+	rows, err := stepRows(r.ID, r.StepTimeline, keep)
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	return tx.CreateInBatches(rows, stepInsertBatch).Error
+}
+
+// storedTimeline reads run id's timeline entries as stored, by position
+// (locked on PostgreSQL when tx is a locking transaction's).
+func storedTimeline(tx *gorm.DB, id string) ([]string, error) {
+	var entries []string
+	err := tx.Model(&jobRunStepModel{}).Where("run_id = ?", id).Order("pos").Pluck("entry", &entries).Error
+	return entries, err
+}
+
+// decodeTimeline decodes stored entries.
+func decodeTimeline(id string, entries []string) ([]StepTimelineEntry, error) {
+	out := make([]StepTimelineEntry, len(entries))
+	for i, e := range entries {
+		if err := json.Unmarshal([]byte(e), &out[i]); err != nil {
+			return nil, fmt.Errorf("step %d of job run %q: %w", i, id, err)
+		}
+	}
+	return out, nil
+}
+
+// withTimelines reads the timelines of runs in one query.
+func (s *Store) withTimelines(ctx context.Context, runs []JobRun) error {
+	if len(runs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(runs))
+	at := make(map[string]int, len(runs))
+	for i := range runs {
+		ids[i], at[runs[i].ID] = runs[i].ID, i
+	}
+	var rows []jobRunStepModel
+	err := s.db.WithContext(ctx).Select("run_id", "entry").Where("run_id IN ?", ids).Order("run_id, pos").Find(&rows).Error
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		i, ok := at[row.RunID]
+		if !ok {
+			continue
+		}
+		var e StepTimelineEntry
+		if err := json.Unmarshal([]byte(row.Entry), &e); err != nil {
+			return fmt.Errorf("step of job run %q: %w", row.RunID, err)
+		}
+		runs[i].StepTimeline = append(runs[i].StepTimeline, e)
+	}
+	for i := range runs {
+		normalizeJobRun(&runs[i])
+	}
+	return nil
+}
+
+// UpdateJobRunStep changes one entry of a job run's step timeline, the
+// first one of task and step, as a small write: that entry's row is read
+// (locked on PostgreSQL) and rewritten, whatever the number of steps. A run
+// without that entry is left unchanged. Changes of different entries may
+// run concurrently; UpdateJobRun locks the entries it reads, so neither
+// loses the other's change.
+func (s *Store) UpdateJobRunStep(ctx context.Context, runID, task, step string, change func(*StepTimelineEntry)) error {
+	return s.updateJobRunStep(ctx, runID, task, step, false, change)
+}
+
+// MarkJobRunStep is UpdateJobRunStep for a change whose loss in a database
+// crash is no worse than its not having been made, such as a step's start
+// (the step is then seen as not started yet, as if the crash had come a
+// moment earlier): on PostgreSQL its commit does not wait for the WAL to
+// reach the disk (synchronous_commit off for that transaction), which saves
+// a flush per step. The database stays consistent; the next synchronous
+// commit, such as the step's end, makes it durable with everything before
+// it. SQLite in WAL mode with synchronous=NORMAL never waits for one.
+func (s *Store) MarkJobRunStep(ctx context.Context, runID, task, step string, change func(*StepTimelineEntry)) error {
+	return s.updateJobRunStep(ctx, runID, task, step, true, change)
+}
+
+func (s *Store) updateJobRunStep(ctx context.Context, runID, task, step string, async bool, change func(*StepTimelineEntry)) error {
+	what := fmt.Sprintf("step %s/%s of job run %q", task, step, runID)
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if async && s.postgres {
+			if err := tx.Exec("SET LOCAL synchronous_commit = off").Error; err != nil {
+				return err
+			}
+		}
+		var row jobRunStepModel
+		err := s.forUpdate(tx).Select("pos", "entry").Where("run_id = ? AND task_name = ? AND name = ?", runID, task, step).
+			Order("pos").Limit(1).Take(&row).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var e StepTimelineEntry
+		if err := json.Unmarshal([]byte(row.Entry), &e); err != nil {
+			return err
+		}
+		change(&e)
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		return tx.Model(&jobRunStepModel{}).Where("run_id = ? AND pos = ?", runID, row.Pos).Update("entry", string(b)).Error
+	})
+	return translate(err, what)
+}
+
+// splicedJobRun is the query GetJobRunJSON reads a run with: its document
+// and its entries' JSON joined by commas, in order.
+func (s *Store) splicedJobRun() string {
+	if s.postgres {
+		return `SELECT j.doc::text, (SELECT string_agg(s.entry, ',' ORDER BY s.pos) FROM job_run_steps s WHERE s.run_id = j.id)
+			FROM job_runs j WHERE j.id = ?`
+	}
+	return `SELECT j.doc, (SELECT group_concat(s.entry, ',' ORDER BY s.pos) FROM job_run_steps s WHERE s.run_id = j.id)
+		FROM job_runs j WHERE j.id = ?`
+}
+
+// GetJobRunJSON returns a job run as GetJobRun would encode it, from the
+// stored JSON as is: the document with its timeline entries spliced in as
+// "step_timeline" (the document never holds that key).
+func (s *Store) GetJobRunJSON(ctx context.Context, id string) (json.RawMessage, error) {
+	var (
+		doc   []byte
+		steps sql.NullString
+	)
+	row, err := s.queryRow(ctx, s.splicedJobRun(), id)
+	if err == nil {
+		err = row.Scan(&doc, &steps)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("job run %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, translate(err, fmt.Sprintf("job run %q", id))
+	}
+	out, ok := spliceTimeline(doc, steps.String)
+	if !ok {
+		return nil, fmt.Errorf("job run %q: stored document is not an object", id)
+	}
+	return out, nil
+}
+
+// spliceTimeline adds "step_timeline":[entries] as the last key of the
+// JSON object doc.
+func spliceTimeline(doc []byte, entries string) (json.RawMessage, bool) {
+	end := len(doc)
+	for end > 0 && (doc[end-1] == ' ' || doc[end-1] == '\n' || doc[end-1] == '\t' || doc[end-1] == '\r') {
+		end--
+	}
+	if end < 2 || doc[0] != '{' || doc[end-1] != '}' {
+		return nil, false
+	}
+	body := doc[:end-1]
+	out := make([]byte, 0, len(body)+len(entries)+20)
+	out = append(out, body...)
+	empty := true
+	for _, c := range body[1:] {
+		if c != ' ' && c != '\n' && c != '\t' && c != '\r' {
+			empty = false
+			break
+		}
+	}
+	if !empty {
+		out = append(out, ',')
+	}
+	out = append(out, `"step_timeline":[`...)
+	out = append(out, entries...)
+	return append(out, "]}"...), true
+}

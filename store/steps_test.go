@@ -1,0 +1,270 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/store/storetest"
+)
+
+// TestUpdateJobRunStep: a step's entry is changed in place (by
+// UpdateJobRunStep or MarkJobRunStep), concurrent
+// changes of different entries (fanout tasks) and of the rest of the run
+// are all kept, and an unknown step changes nothing.
+func TestUpdateJobRunStep(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		var timeline []store.StepTimelineEntry
+		for i := 0; i < 4; i++ {
+			timeline = append(timeline, store.StepTimelineEntry{Name: fmt.Sprintf("s%d", i), TaskName: fmt.Sprintf("t%d", i%2), Action: "exec", Status: "queued"})
+		}
+		r, err := st.CreateJobRun(ctx, store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: "running", StepTimeline: timeline,
+			RunParams: map[string]any{"p": "v"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		var wg sync.WaitGroup
+		for i := 0; i < 4; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				code := i
+				update := st.UpdateJobRunStep
+				if i%2 == 0 { // the write that need not wait for the disk
+					update = st.MarkJobRunStep
+				}
+				err := update(ctx, r.ID, fmt.Sprintf("t%d", i%2), fmt.Sprintf("s%d", i), func(e *store.StepTimelineEntry) {
+					e.Status, e.StartedAt, e.ExitCode = "succeeded", &at, &code
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}(i)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := st.UpdateJobRun(ctx, r.ID, func(r *store.JobRun) error { r.ComputeCostCents = 7; return nil }); err != nil {
+				t.Error(err)
+			}
+		}()
+		wg.Wait()
+		if err := st.UpdateJobRunStep(ctx, r.ID, "t0", "nope", func(e *store.StepTimelineEntry) { e.Status = "failed" }); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.GetJobRun(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ComputeCostCents != 7 || got.RunParams["p"] != "v" || len(got.StepTimeline) != 4 {
+			t.Fatalf("run %+v", got)
+		}
+		for i, e := range got.StepTimeline {
+			if e.Status != "succeeded" || e.ExitCode == nil || *e.ExitCode != i || e.StartedAt == nil || !e.StartedAt.Equal(at) || e.Name != fmt.Sprintf("s%d", i) {
+				t.Fatalf("entry %d: %+v", i, e)
+			}
+		}
+	})
+}
+
+// TestJobRunJSONSplicesTimeline: GET by id's stored JSON, with the
+// timeline spliced in from its rows, is the run GetJobRun decodes; a run
+// without steps has an empty timeline; an entry changed by UpdateJobRun is
+// rewritten, entries past a shorter timeline are gone; listings read the
+// timelines unless told not to.
+func TestJobRunJSONSplicesTimeline(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		r, err := st.CreateJobRun(ctx, store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: "queued",
+			RunParams: map[string]any{"step_timeline": []any{}, "x": "}"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameJSON(t, st, r.ID, 0)
+		_, err = st.UpdateJobRun(ctx, r.ID, func(r *store.JobRun) error {
+			for i := 0; i < 3; i++ {
+				r.StepTimeline = append(r.StepTimeline, store.StepTimelineEntry{Name: fmt.Sprintf("s%d", i), TaskName: "t", Status: "pending"})
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameJSON(t, st, r.ID, 3)
+		_, err = st.UpdateJobRun(ctx, r.ID, func(r *store.JobRun) error {
+			r.StepTimeline = r.StepTimeline[:2]
+			r.StepTimeline[1].Status = "running"
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := sameJSON(t, st, r.ID, 2)
+		if got.StepTimeline[1].Status != "running" || got.StepTimeline[0].Status != "pending" {
+			t.Fatalf("timeline %+v", got.StepTimeline)
+		}
+		for _, without := range []bool{false, true} {
+			listed, err := st.ListJobRuns(ctx, store.JobRunFilter{JobName: "j", WithoutTimeline: without})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found, err := st.SearchJobRuns(ctx, store.RunSearch{Name: "j", WithoutTimeline: without})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 2
+			if without {
+				want = 0
+			}
+			for _, l := range [][]store.JobRun{listed, found} {
+				if len(l) != 1 || len(l[0].StepTimeline) != want || l[0].StepTimeline == nil || l[0].RunParams["x"] != "}" {
+					t.Fatalf("listed without timeline %v: %+v", without, l)
+				}
+			}
+		}
+		if _, err := st.GetJobRunJSON(ctx, "jr_missing"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("missing run: %v", err)
+		}
+	})
+}
+
+// sameJSON checks that GetJobRunJSON and GetJobRun agree on run id and that
+// its timeline has n entries.
+func sameJSON(t *testing.T, st *store.Store, id string, n int) store.JobRun {
+	t.Helper()
+	ctx := context.Background()
+	raw, err := st.GetJobRunJSON(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.GetJobRun(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromRaw, fromRun map[string]any
+	if err := json.Unmarshal(raw, &fromRaw); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	b, _ := json.Marshal(r)
+	_ = json.Unmarshal(b, &fromRun)
+	if !reflect.DeepEqual(fromRaw, fromRun) {
+		t.Fatalf("stored JSON\n%s\nrun\n%s", raw, b)
+	}
+	if len(r.StepTimeline) != n || r.StepTimeline == nil {
+		t.Fatalf("timeline of %d entries, want %d: %s", len(r.StepTimeline), n, raw)
+	}
+	return r
+}
+
+// TestJobRunStepsMigration: a data directory from before job_run_steps
+// (the timeline inside the run's document) reads the same after the
+// migration moves the timeline out (once, also when several migrate at the
+// same time), and its steps can be updated.
+func TestJobRunStepsMigration(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		db := store.DBForTest(st)
+		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		legacy := store.JobRun{ID: "jr_legacy", JobName: "j", JobVersionID: "jv_1", Status: "running", CreatedAt: at,
+			RunParams: map[string]any{}, ArtifactRefs: []map[string]any{}, KnowledgeVersions: []store.KnowledgeVersionRef{},
+			StepTimeline: []store.StepTimelineEntry{
+				{Name: "a", TaskName: "t", Status: "succeeded", StartedAt: &at},
+				{Name: "b", TaskName: "t", Status: "pending"},
+			}}
+		plain := legacy
+		plain.ID, plain.StepTimeline = "jr_plain", nil
+		if err := db.Exec("DROP TABLE job_run_steps").Error; err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []store.JobRun{legacy, plain} {
+			doc, _ := json.Marshal(r)
+			err := db.Exec("INSERT INTO job_runs (id, job_name, status, line_run_id, created_at, doc) VALUES (?, ?, ?, '', ?, ?)",
+				r.ID, r.JobName, string(r.Status), r.CreatedAt, string(doc)).Error
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < 3; i++ { // workers upgraded at once: one moves the timelines
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := store.MigrateJobRunStepsForTest(st); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if err := store.MigrateForTest(st); err != nil { // and again: nothing left to do
+			t.Fatal(err)
+		}
+		got := sameJSON(t, st, legacy.ID, 2)
+		if got.StepTimeline[0].Name != "a" || got.StepTimeline[0].Status != "succeeded" || got.StepTimeline[1].Name != "b" {
+			t.Fatalf("timeline %+v", got.StepTimeline)
+		}
+		sameJSON(t, st, plain.ID, 0)
+		var doc string
+		if err := db.Raw("SELECT CAST(doc AS TEXT) FROM job_runs WHERE id = ?", legacy.ID).Row().Scan(&doc); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(doc, "step_timeline") || !strings.Contains(doc, "jv_1") {
+			t.Fatalf("stored document %s", doc)
+		}
+		if err := st.UpdateJobRunStep(ctx, legacy.ID, "t", "b", func(e *store.StepTimelineEntry) { e.Status = "running" }); err != nil {
+			t.Fatal(err)
+		}
+		if got := sameJSON(t, st, legacy.ID, 2); got.StepTimeline[1].Status != "running" {
+			t.Fatalf("timeline %+v", got.StepTimeline)
+		}
+	})
+}
+
+// BenchmarkJobRunStep: the store cost of one step (its start and its end,
+// as RunStep records them: MarkJobRunStep, UpdateJobRunStep) in runs of 100 and 5,000 steps. It should not
+// grow with the number of steps.
+func BenchmarkJobRunStep(b *testing.B) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		for _, n := range []int{100, 5000} {
+			b.Run(fmt.Sprintf("%s/steps=%d", db, n), func(b *testing.B) {
+				st := storetest.SQLite(b)
+				if db == "postgres" {
+					st = storetest.Postgres(b)
+				}
+				ctx := context.Background()
+				timeline := make([]store.StepTimelineEntry, n)
+				for i := range timeline {
+					timeline[i] = store.StepTimelineEntry{Name: fmt.Sprintf("step-%d", i), TaskName: "t", Action: "exec", Status: "pending"}
+				}
+				r, err := st.CreateJobRun(ctx, store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: "running", StepTimeline: timeline})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					step := timeline[i%n].Name
+					now := time.Now()
+					code := 0
+					if err := st.MarkJobRunStep(ctx, r.ID, "t", step, func(e *store.StepTimelineEntry) {
+						e.Status, e.StartedAt = "running", &now
+					}); err != nil {
+						b.Fatal(err)
+					}
+					if err := st.UpdateJobRunStep(ctx, r.ID, "t", step, func(e *store.StepTimelineEntry) {
+						e.Status, e.CompletedAt, e.ExitCode = "succeeded", &now, &code
+					}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
