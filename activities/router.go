@@ -125,9 +125,10 @@ const ErrKnowledgeMissing = "KnowledgeMissing"
 
 // ResolveInstructions resolves every knowledge binding of the line's
 // agent.instructions and of its agentic transitions' instructions to the
-// item's latest version and records them as the run's knowledge_versions.
-// A missing item is a non-retryable error of type ErrKnowledgeMissing.
-func (a *Activities) ResolveInstructions(ctx context.Context, in ResolveInstructionsInput) (store.LineRun, error) {
+// item's latest version and records them as the run's knowledge_versions,
+// and returns the line run record as JSON. A missing item is a
+// non-retryable error of type ErrKnowledgeMissing.
+func (a *Activities) ResolveInstructions(ctx context.Context, in ResolveInstructionsInput) (json.RawMessage, error) {
 	type bound struct {
 		use string
 		b   *manifests.Binding
@@ -147,21 +148,31 @@ func (a *Activities) ResolveInstructions(ctx context.Context, in ResolveInstruct
 			continue
 		}
 		if a.Knowledge == nil {
-			return store.LineRun{}, errors.New("no knowledge store configured")
+			return nil, errors.New("no knowledge store configured")
 		}
 		_, v, err := a.Knowledge.GetKnowledge(ctx, b.b.Slug)
 		if errors.Is(err, store.ErrNotFound) {
-			return store.LineRun{}, newNonRetryable(fmt.Sprintf("%s: knowledge %q does not exist", b.use, b.b.Slug), ErrKnowledgeMissing)
+			return nil, newNonRetryable(fmt.Sprintf("%s: knowledge %q does not exist", b.use, b.b.Slug), ErrKnowledgeMissing)
 		}
 		if err != nil {
-			return store.LineRun{}, err
+			return nil, err
 		}
 		refs = append(refs, store.InstructionsVersion{Slug: b.b.Slug, VersionID: v.ID, VersionNumber: v.VersionNumber, ContentHash: v.ContentHash, Use: b.use})
 	}
-	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+	return recordJSON(a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		r.KnowledgeVersions = refs
 		return nil
-	})
+	}))
+}
+
+// recordJSON is a line run record as the manager gets it from an activity:
+// its JSON (GET /factory/line-runs/{id}'s keys), which the state query and
+// the select Update answer with. The workflows know no storage types.
+func recordJSON(r store.LineRun, err error) (json.RawMessage, error) {
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(r)
 }
 
 // RouteStage is a stage's result as the router sees it.
@@ -190,7 +201,7 @@ type RouteInput struct {
 	Stage        RouteStage
 	Earlier      []RouteStage
 	Trigger      map[string]any
-	Options      []store.WaitingOption
+	Options      []run.WaitOption
 }
 
 // RouteResult is the router's decision, or why a person must decide.
@@ -206,8 +217,9 @@ type RouteResult struct {
 	RouterError string
 	// WaitTimeout is how long a person's select is waited for.
 	WaitTimeout time.Duration
-	// LineRun is the record with the call's cost booked.
-	LineRun store.LineRun
+	// LineRun is the record with the call's cost booked, as JSON (see
+	// recordJSON); empty when the router was not called.
+	LineRun json.RawMessage
 }
 
 // routeAnswer is the JSON-schema constrained answer of the router.
@@ -313,8 +325,8 @@ func contains(xs []string, x string) bool {
 
 // bookRouterCall records a router call on the line run (replacing the
 // record of an earlier attempt of the same decision) and prices it in.
-func (a *Activities) bookRouterCall(ctx context.Context, runID string, call store.RouterCall) (store.LineRun, error) {
-	return a.Store.UpdateLineRun(ctx, runID, func(r *store.LineRun) error {
+func (a *Activities) bookRouterCall(ctx context.Context, runID string, call store.RouterCall) (json.RawMessage, error) {
+	return recordJSON(a.Store.UpdateLineRun(ctx, runID, func(r *store.LineRun) error {
 		replaced := false
 		for i, c := range r.RouterCalls {
 			if c.TransitionID == call.TransitionID && c.Iteration == call.Iteration {
@@ -333,7 +345,7 @@ func (a *Activities) bookRouterCall(ctx context.Context, runID string, call stor
 		r.CostRatedAt = &now
 		sumCosts(r)
 		return nil
-	})
+	}))
 }
 
 // instructionsText is the system message: the line's agent instructions,
@@ -445,12 +457,13 @@ func routeContext(in RouteInput) (string, error) {
 // MarkWaitingInput puts a line run into waiting for a person's select.
 type MarkWaitingInput struct {
 	RunID   string
-	Waiting store.Waiting
+	Waiting run.Wait
 }
 
-// MarkWaiting sets a line run waiting (status and what it waits for).
-func (a *Activities) MarkWaiting(ctx context.Context, in MarkWaitingInput) (store.LineRun, error) {
-	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+// MarkWaiting sets a line run waiting (status and what it waits for) and
+// returns the record as JSON.
+func (a *Activities) MarkWaiting(ctx context.Context, in MarkWaitingInput) (json.RawMessage, error) {
+	return recordJSON(a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		if run.LineRun.Terminal(r.Status) {
 			return nil
 		}
@@ -458,7 +471,7 @@ func (a *Activities) MarkWaiting(ctx context.Context, in MarkWaitingInput) (stor
 		w.Since, w.ExpiresAt = w.Since.UTC(), w.ExpiresAt.UTC()
 		r.Status, r.Waiting = run.Waiting, &w
 		return nil
-	})
+	}))
 }
 
 // ResumeLineRunInput ends a line run's wait.
@@ -466,15 +479,16 @@ type ResumeLineRunInput struct {
 	RunID string
 }
 
-// ResumeLineRun sets a waiting line run back to running.
-func (a *Activities) ResumeLineRun(ctx context.Context, in ResumeLineRunInput) (store.LineRun, error) {
-	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+// ResumeLineRun sets a waiting line run back to running and returns the
+// record as JSON.
+func (a *Activities) ResumeLineRun(ctx context.Context, in ResumeLineRunInput) (json.RawMessage, error) {
+	return recordJSON(a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		if r.Status == run.Waiting {
 			r.Status = run.Running
 		}
 		r.Waiting = nil
 		return nil
-	})
+	}))
 }
 
 func newNonRetryable(msg, typ string) error {
