@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -16,75 +15,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/agentconf"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
-
-// Inference is the OpenAI-compatible endpoint of the server configuration
-// ([inference]) with the router ([router]) that decides agentic
-// transitions through it. cmd fills it from the configuration file; nil
-// means neither is configured.
-type Inference struct {
-	// BaseURL is the endpoint's base, e.g. http://127.0.0.1:8000/v1.
-	BaseURL string
-	// APIKey is the upstream key (read from the variable api_key_env
-	// names); it never reaches a step.
-	APIKey string
-	// Models are the prices of the models [inference] lists, by name.
-	Models map[string]ModelPrice
-	// Router is nil without [router]: every agentic transition waits the
-	// default wait for a person.
-	Router *Router
-	// GatewayURL is the base URL steps reach the service's inference
-	// gateway at, ending in /inference/v1.
-	GatewayURL string
-}
-
-// ModelPrice is the price of a million tokens in cents; nil means no price
-// (the model costs 0).
-type ModelPrice struct {
-	InputCentsPerMTok  *float64
-	OutputCentsPerMTok *float64
-}
-
-// MicroCents prices usage in millionths of a cent, rounded up; ok is false
-// for a model without a price.
-func (p ModelPrice) MicroCents(input, output int64) (micro int64, ok bool) {
-	if p.InputCentsPerMTok == nil && p.OutputCentsPerMTok == nil {
-		return 0, false
-	}
-	var total float64
-	if p.InputCentsPerMTok != nil {
-		total += float64(input) * *p.InputCentsPerMTok
-	}
-	if p.OutputCentsPerMTok != nil {
-		total += float64(output) * *p.OutputCentsPerMTok
-	}
-	return int64(math.Ceil(total - 1e-9)), true
-}
-
-// Price prices usage of a model at the configured prices.
-func (inf *Inference) Price(model string, input, output int64) (micro int64, ok bool) {
-	if inf == nil {
-		return 0, false
-	}
-	p, listed := inf.Models[model]
-	if !listed {
-		return 0, false
-	}
-	return p.MicroCents(input, output)
-}
-
-// Router decides agentic transitions.
-type Router struct {
-	// Model is served by [inference]; empty means only the wait is
-	// configured and every agentic transition waits for a person.
-	Model string
-	// Timeout bounds one call; the call is retried twice.
-	Timeout time.Duration
-	// WaitTimeout is how long a run waits for a person's select.
-	WaitTimeout time.Duration
-}
 
 // Router defaults.
 const (
@@ -93,14 +28,6 @@ const (
 	// routerRetries is how often a failed router call is retried.
 	routerRetries = 2
 )
-
-// CentsRoundedUp converts millionths of a cent to whole cents, rounding up.
-func CentsRoundedUp(micro int64) int64 {
-	if micro <= 0 {
-		return 0
-	}
-	return (micro + 999_999) / 1_000_000
-}
 
 // KnowledgeReader reads knowledge items for instructions.
 type KnowledgeReader interface {
@@ -340,7 +267,7 @@ func (a *Activities) bookRouterCall(ctx context.Context, runID string, call stor
 		for _, c := range r.RouterCalls {
 			micro += c.MicroCents
 		}
-		r.RouterCostCents = CentsRoundedUp(micro)
+		r.RouterCostCents = agentconf.CentsRoundedUp(micro)
 		now := a.now()
 		r.CostRatedAt = &now
 		sumCosts(r)
@@ -403,7 +330,7 @@ func (a *Activities) bindingText(ctx context.Context, use string, b *manifests.B
 // askRouterModel asks the router's model to choose one of the options
 // names, with the instructions as the system message and the run's context
 // as the user message; the answer is JSON {"option", "reason"}.
-func askRouterModel(ctx context.Context, inf *Inference, system, user string, names []string) (*openai.ChatCompletion, error) {
+func askRouterModel(ctx context.Context, inf *inference.Config, system, user string, names []string) (*openai.ChatCompletion, error) {
 	r := inf.Router
 	timeout := r.Timeout
 	if timeout <= 0 {

@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/activities/inferencetest"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
@@ -33,9 +33,9 @@ func withRouter(t *testing.T, f *fixture, fake *inferencetest.Server) {
 	t.Helper()
 	url := fake.Start(t)
 	in, out := 20.0, 60.0
-	f.acts.Inference = &activities.Inference{BaseURL: url + "/v1", APIKey: "upstream-key",
-		Models: map[string]activities.ModelPrice{"router-small": {InputCentsPerMTok: &in, OutputCentsPerMTok: &out}},
-		Router: &activities.Router{Model: "router-small", Timeout: 5 * time.Second, WaitTimeout: time.Hour}}
+	f.acts.Inference = &inference.Config{BaseURL: url + "/v1", APIKey: "upstream-key",
+		Models: map[string]inference.ModelPrice{"router-small": {InputCentsPerMTok: &in, OutputCentsPerMTok: &out}},
+		Router: &inference.Router{Model: "router-small", Timeout: 5 * time.Second, WaitTimeout: time.Hour}}
 }
 
 func TestAgenticRouterPicks(t *testing.T) {
