@@ -288,7 +288,7 @@ type WaitingResponse struct {
 	Options      []WaitingOptionResponse `json:"options"`
 	Since        time.Time               `json:"since"`
 	ExpiresAt    time.Time               `json:"expires_at"`
-	RouterError  *string                 `json:"router_error,omitempty"`
+	RouterError  *string                 `json:"router_error"`
 }
 
 // WaitingOptionResponse is one option a waiting run may be answered with.
