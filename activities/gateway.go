@@ -3,12 +3,13 @@ package activities
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/agentconf"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -56,16 +57,7 @@ func GatewayCents(r *store.JobRun) int64 {
 	if r.GatewayUsage == nil {
 		return 0
 	}
-	return CentsRoundedUp(r.GatewayUsage.MicroCents)
-}
-
-// InferenceTokenPrefix starts every gateway token.
-const InferenceTokenPrefix = "lfi_"
-
-// HashInferenceToken is the hex SHA-256 a gateway token is stored under.
-func HashInferenceToken(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
+	return agentconf.CentsRoundedUp(r.GatewayUsage.MicroCents)
 }
 
 // InferenceStepEnv mints a gateway token for a step of a job run (only its
@@ -84,8 +76,8 @@ func (a *Activities) InferenceStepEnv(ctx context.Context, jobRunID, step string
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	secret := InferenceTokenPrefix + hex.EncodeToString(b[:])
-	err := a.InferenceTokens.CreateInferenceToken(ctx, store.InferenceToken{Hash: HashInferenceToken(secret), JobRunID: jobRunID, Step: step, CreatedAt: a.now()})
+	secret := inference.TokenPrefix + hex.EncodeToString(b[:])
+	err := a.InferenceTokens.CreateInferenceToken(ctx, store.InferenceToken{Hash: inference.HashToken(secret), JobRunID: jobRunID, Step: step, CreatedAt: a.now()})
 	if err != nil {
 		return nil, fmt.Errorf("mint inference token: %w", err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/linefactory/linefactory/admit"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/agentconf"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
@@ -95,7 +96,7 @@ type Activities struct {
 	// Inference is the router's endpoint and prices (router.go); nil
 	// without [inference]. Knowledge resolves routing instructions, and
 	// InferenceTokens keeps the gateway's tokens (gateway.go).
-	Inference       *Inference
+	Inference       *inference.Config
 	Knowledge       KnowledgeReader
 	InferenceTokens InferenceTokens
 }

@@ -277,7 +277,7 @@ type RecordTransitionInput struct {
 	// Option and Decision: an agentic transition's option and how it was
 	// decided.
 	Option   string
-	Decision store.AgenticDecision
+	Decision run.Decision
 }
 
 // RecordTransition appends a taken transition and sets the outcome of the

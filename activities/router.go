@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -16,75 +15,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/linefactory/linefactory/manifests/agentconf"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
-
-// Inference is the OpenAI-compatible endpoint of the server configuration
-// ([inference]) with the router ([router]) that decides agentic
-// transitions through it. cmd fills it from the configuration file; nil
-// means neither is configured.
-type Inference struct {
-	// BaseURL is the endpoint's base, e.g. http://127.0.0.1:8000/v1.
-	BaseURL string
-	// APIKey is the upstream key (read from the variable api_key_env
-	// names); it never reaches a step.
-	APIKey string
-	// Models are the prices of the models [inference] lists, by name.
-	Models map[string]ModelPrice
-	// Router is nil without [router]: every agentic transition waits the
-	// default wait for a person.
-	Router *Router
-	// GatewayURL is the base URL steps reach the service's inference
-	// gateway at, ending in /inference/v1.
-	GatewayURL string
-}
-
-// ModelPrice is the price of a million tokens in cents; nil means no price
-// (the model costs 0).
-type ModelPrice struct {
-	InputCentsPerMTok  *float64
-	OutputCentsPerMTok *float64
-}
-
-// MicroCents prices usage in millionths of a cent, rounded up; ok is false
-// for a model without a price.
-func (p ModelPrice) MicroCents(input, output int64) (micro int64, ok bool) {
-	if p.InputCentsPerMTok == nil && p.OutputCentsPerMTok == nil {
-		return 0, false
-	}
-	var total float64
-	if p.InputCentsPerMTok != nil {
-		total += float64(input) * *p.InputCentsPerMTok
-	}
-	if p.OutputCentsPerMTok != nil {
-		total += float64(output) * *p.OutputCentsPerMTok
-	}
-	return int64(math.Ceil(total - 1e-9)), true
-}
-
-// Price prices usage of a model at the configured prices.
-func (inf *Inference) Price(model string, input, output int64) (micro int64, ok bool) {
-	if inf == nil {
-		return 0, false
-	}
-	p, listed := inf.Models[model]
-	if !listed {
-		return 0, false
-	}
-	return p.MicroCents(input, output)
-}
-
-// Router decides agentic transitions.
-type Router struct {
-	// Model is served by [inference]; empty means only the wait is
-	// configured and every agentic transition waits for a person.
-	Model string
-	// Timeout bounds one call; the call is retried twice.
-	Timeout time.Duration
-	// WaitTimeout is how long a run waits for a person's select.
-	WaitTimeout time.Duration
-}
 
 // Router defaults.
 const (
@@ -93,14 +28,6 @@ const (
 	// routerRetries is how often a failed router call is retried.
 	routerRetries = 2
 )
-
-// CentsRoundedUp converts millionths of a cent to whole cents, rounding up.
-func CentsRoundedUp(micro int64) int64 {
-	if micro <= 0 {
-		return 0
-	}
-	return (micro + 999_999) / 1_000_000
-}
 
 // KnowledgeReader reads knowledge items for instructions.
 type KnowledgeReader interface {
@@ -125,9 +52,10 @@ const ErrKnowledgeMissing = "KnowledgeMissing"
 
 // ResolveInstructions resolves every knowledge binding of the line's
 // agent.instructions and of its agentic transitions' instructions to the
-// item's latest version and records them as the run's knowledge_versions.
-// A missing item is a non-retryable error of type ErrKnowledgeMissing.
-func (a *Activities) ResolveInstructions(ctx context.Context, in ResolveInstructionsInput) (store.LineRun, error) {
+// item's latest version and records them as the run's knowledge_versions,
+// and returns the line run record as JSON. A missing item is a
+// non-retryable error of type ErrKnowledgeMissing.
+func (a *Activities) ResolveInstructions(ctx context.Context, in ResolveInstructionsInput) (json.RawMessage, error) {
 	type bound struct {
 		use string
 		b   *manifests.Binding
@@ -147,21 +75,31 @@ func (a *Activities) ResolveInstructions(ctx context.Context, in ResolveInstruct
 			continue
 		}
 		if a.Knowledge == nil {
-			return store.LineRun{}, errors.New("no knowledge store configured")
+			return nil, errors.New("no knowledge store configured")
 		}
 		_, v, err := a.Knowledge.GetKnowledge(ctx, b.b.Slug)
 		if errors.Is(err, store.ErrNotFound) {
-			return store.LineRun{}, newNonRetryable(fmt.Sprintf("%s: knowledge %q does not exist", b.use, b.b.Slug), ErrKnowledgeMissing)
+			return nil, newNonRetryable(fmt.Sprintf("%s: knowledge %q does not exist", b.use, b.b.Slug), ErrKnowledgeMissing)
 		}
 		if err != nil {
-			return store.LineRun{}, err
+			return nil, err
 		}
 		refs = append(refs, store.InstructionsVersion{Slug: b.b.Slug, VersionID: v.ID, VersionNumber: v.VersionNumber, ContentHash: v.ContentHash, Use: b.use})
 	}
-	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+	return recordJSON(a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		r.KnowledgeVersions = refs
 		return nil
-	})
+	}))
+}
+
+// recordJSON is a line run record as the manager gets it from an activity:
+// its JSON (GET /factory/line-runs/{id}'s keys), which the state query and
+// the select Update answer with. The workflows know no storage types.
+func recordJSON(r store.LineRun, err error) (json.RawMessage, error) {
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(r)
 }
 
 // RouteStage is a stage's result as the router sees it.
@@ -190,7 +128,7 @@ type RouteInput struct {
 	Stage        RouteStage
 	Earlier      []RouteStage
 	Trigger      map[string]any
-	Options      []store.WaitingOption
+	Options      []run.WaitOption
 }
 
 // RouteResult is the router's decision, or why a person must decide.
@@ -206,8 +144,9 @@ type RouteResult struct {
 	RouterError string
 	// WaitTimeout is how long a person's select is waited for.
 	WaitTimeout time.Duration
-	// LineRun is the record with the call's cost booked.
-	LineRun store.LineRun
+	// LineRun is the record with the call's cost booked, as JSON (see
+	// recordJSON); empty when the router was not called.
+	LineRun json.RawMessage
 }
 
 // routeAnswer is the JSON-schema constrained answer of the router.
@@ -313,8 +252,8 @@ func contains(xs []string, x string) bool {
 
 // bookRouterCall records a router call on the line run (replacing the
 // record of an earlier attempt of the same decision) and prices it in.
-func (a *Activities) bookRouterCall(ctx context.Context, runID string, call store.RouterCall) (store.LineRun, error) {
-	return a.Store.UpdateLineRun(ctx, runID, func(r *store.LineRun) error {
+func (a *Activities) bookRouterCall(ctx context.Context, runID string, call store.RouterCall) (json.RawMessage, error) {
+	return recordJSON(a.Store.UpdateLineRun(ctx, runID, func(r *store.LineRun) error {
 		replaced := false
 		for i, c := range r.RouterCalls {
 			if c.TransitionID == call.TransitionID && c.Iteration == call.Iteration {
@@ -328,12 +267,12 @@ func (a *Activities) bookRouterCall(ctx context.Context, runID string, call stor
 		for _, c := range r.RouterCalls {
 			micro += c.MicroCents
 		}
-		r.RouterCostCents = CentsRoundedUp(micro)
+		r.RouterCostCents = agentconf.CentsRoundedUp(micro)
 		now := a.now()
 		r.CostRatedAt = &now
 		sumCosts(r)
 		return nil
-	})
+	}))
 }
 
 // instructionsText is the system message: the line's agent instructions,
@@ -391,7 +330,7 @@ func (a *Activities) bindingText(ctx context.Context, use string, b *manifests.B
 // askRouterModel asks the router's model to choose one of the options
 // names, with the instructions as the system message and the run's context
 // as the user message; the answer is JSON {"option", "reason"}.
-func askRouterModel(ctx context.Context, inf *Inference, system, user string, names []string) (*openai.ChatCompletion, error) {
+func askRouterModel(ctx context.Context, inf *inference.Config, system, user string, names []string) (*openai.ChatCompletion, error) {
 	r := inf.Router
 	timeout := r.Timeout
 	if timeout <= 0 {
@@ -445,12 +384,13 @@ func routeContext(in RouteInput) (string, error) {
 // MarkWaitingInput puts a line run into waiting for a person's select.
 type MarkWaitingInput struct {
 	RunID   string
-	Waiting store.Waiting
+	Waiting run.Wait
 }
 
-// MarkWaiting sets a line run waiting (status and what it waits for).
-func (a *Activities) MarkWaiting(ctx context.Context, in MarkWaitingInput) (store.LineRun, error) {
-	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+// MarkWaiting sets a line run waiting (status and what it waits for) and
+// returns the record as JSON.
+func (a *Activities) MarkWaiting(ctx context.Context, in MarkWaitingInput) (json.RawMessage, error) {
+	return recordJSON(a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		if run.LineRun.Terminal(r.Status) {
 			return nil
 		}
@@ -458,7 +398,7 @@ func (a *Activities) MarkWaiting(ctx context.Context, in MarkWaitingInput) (stor
 		w.Since, w.ExpiresAt = w.Since.UTC(), w.ExpiresAt.UTC()
 		r.Status, r.Waiting = run.Waiting, &w
 		return nil
-	})
+	}))
 }
 
 // ResumeLineRunInput ends a line run's wait.
@@ -466,15 +406,16 @@ type ResumeLineRunInput struct {
 	RunID string
 }
 
-// ResumeLineRun sets a waiting line run back to running.
-func (a *Activities) ResumeLineRun(ctx context.Context, in ResumeLineRunInput) (store.LineRun, error) {
-	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
+// ResumeLineRun sets a waiting line run back to running and returns the
+// record as JSON.
+func (a *Activities) ResumeLineRun(ctx context.Context, in ResumeLineRunInput) (json.RawMessage, error) {
+	return recordJSON(a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
 		if r.Status == run.Waiting {
 			r.Status = run.Running
 		}
 		r.Waiting = nil
 		return nil
-	})
+	}))
 }
 
 func newNonRetryable(msg, typ string) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/linefactory/linefactory/activities/sandbox"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/agentconf"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
@@ -328,7 +329,7 @@ func (s *tokenSink) CreateInferenceToken(context.Context, store.InferenceToken) 
 // timeline entry nor into the run.
 func TestRunAgentSvcInferenceUsage(t *testing.T) {
 	a, st, _, m := agentFixture(t)
-	a.Inference = &Inference{BaseURL: "http://127.0.0.1:9/v1", GatewayURL: "http://127.0.0.1:9/inference/v1"}
+	a.Inference = &inference.Config{BaseURL: "http://127.0.0.1:9/v1", GatewayURL: "http://127.0.0.1:9/inference/v1"}
 	tokens := &tokenSink{}
 	a.InferenceTokens = tokens
 	ctx := context.Background()

@@ -19,7 +19,8 @@
 //     stored document, which is their encoding (runviews_test.go).
 //   - runs are admitted through package admit (record queued, start, record
 //     the engine's refusal) and start through the Runs interface (the
-//     workflow engine); api
-//     never imports activities, and uses the run vocabulary (manifests/run)
+//     workflow engine); api never imports activities (the inference
+//     gateway's settings, prices and token hashing are manifests/inference),
+//     and uses the run vocabulary (manifests/run)
 //     for statuses, failure codes and domains, and Config.Now as its clock.
 package api

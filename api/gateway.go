@@ -17,7 +17,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/manifests/agentconf"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 )
@@ -60,7 +61,7 @@ func (s *Server) gatewayAuth(c *gin.Context) (gatewayCaller, error) {
 	if !ok {
 		return gatewayCaller{}, httpError(http.StatusUnauthorized, CodeAuthRequired, "a run's SVC_INFERENCE_TOKEN is required: Authorization: Bearer <token>")
 	}
-	tok, err := gs.FindInferenceToken(ctx, activities.HashInferenceToken(secret))
+	tok, err := gs.FindInferenceToken(ctx, inference.HashToken(secret))
 	if errors.Is(err, store.ErrNotFound) {
 		return gatewayCaller{}, httpError(http.StatusUnauthorized, CodeAuthRequired, "the inference token is not valid")
 	}
@@ -260,7 +261,7 @@ func (s *Server) bookGatewayUsage(caller gatewayCaller, model string, u usage) {
 		if g == nil {
 			g = &store.GatewayUsage{}
 		}
-		before := activities.CentsRoundedUp(g.MicroCents)
+		before := agentconf.CentsRoundedUp(g.MicroCents)
 		g.Requests++
 		g.InputTokens += u.PromptTokens
 		g.OutputTokens += u.CompletionTokens
@@ -271,7 +272,7 @@ func (s *Server) bookGatewayUsage(caller gatewayCaller, model string, u usage) {
 		}
 		r.GatewayUsage = g
 		bookStepUsage(r, caller.step, model, u, s.cfg.Inference)
-		r.InferenceCostCents += activities.CentsRoundedUp(g.MicroCents) - before
+		r.InferenceCostCents += agentconf.CentsRoundedUp(g.MicroCents) - before
 		r.TotalCostCents = r.ComputeCostCents + r.InferenceCostCents
 		return nil
 	})
@@ -293,7 +294,7 @@ func containsString(xs []string, x string) bool {
 // the step ("task/step") that made the call: its usage lines and its cost
 // (its lines priced, rounded up), so the step shows what the service
 // measured rather than what the agent reported.
-func bookStepUsage(r *store.JobRun, step, model string, u usage, inf *activities.Inference) {
+func bookStepUsage(r *store.JobRun, step, model string, u usage, inf *inference.Config) {
 	for i := range r.StepTimeline {
 		e := &r.StepTimeline[i]
 		if e.TaskName+"/"+e.Name != step {
@@ -305,7 +306,7 @@ func bookStepUsage(r *store.JobRun, step, model string, u usage, inf *activities
 			m, _ := inf.Price(l.Model, l.InputTokens, l.OutputTokens)
 			micro += m
 		}
-		e.InferenceCostCents = activities.CentsRoundedUp(micro)
+		e.InferenceCostCents = agentconf.CentsRoundedUp(micro)
 		return
 	}
 }

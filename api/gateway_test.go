@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/linefactory/linefactory/activities"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -67,8 +68,8 @@ func TestInferenceGateway(t *testing.T) {
 	upstream := httptest.NewServer(up)
 	defer upstream.Close()
 	in, out := 100.0, 300.0
-	inf := &activities.Inference{BaseURL: upstream.URL + "/v1", APIKey: "upstream-secret",
-		Models: map[string]activities.ModelPrice{"m": {InputCentsPerMTok: &in, OutputCentsPerMTok: &out}}}
+	inf := &inference.Config{BaseURL: upstream.URL + "/v1", APIKey: "upstream-secret",
+		Models: map[string]inference.ModelPrice{"m": {InputCentsPerMTok: &in, OutputCentsPerMTok: &out}}}
 	h.srv.cfg.Inference = inf
 	srv := httptest.NewServer(h.srv)
 	defer srv.Close()

@@ -22,8 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests/agentconf"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -92,7 +92,7 @@ type Config struct {
 	Agents *agentconf.Config
 	// Inference is the endpoint the inference gateway forwards to, with
 	// its prices (gateway.go); nil answers the gateway with 503.
-	Inference *activities.Inference
+	Inference *inference.Config
 }
 
 // Server is the REST API.

@@ -4,18 +4,13 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
-// AgenticDecision is how an agentic transition was decided: the option
-// taken, why, by whom (`router`, or the name of the token that selected it)
-// and when. RouterError says why the router could not decide when a person
-// did.
-type AgenticDecision struct {
-	Reason      *string    `json:"reason,omitempty"`
-	DecidedBy   *string    `json:"decided_by,omitempty"`
-	DecidedAt   *time.Time `json:"decided_at,omitempty"`
-	RouterError *string    `json:"router_error,omitempty"`
-}
+// AgenticDecision is how an agentic transition was decided (the run
+// vocabulary's Decision, recorded in a taken transition).
+type AgenticDecision = run.Decision
 
 // Routing is what a line run records of its agentic transitions: the
 // knowledge versions its instructions resolved to at start, the wait it is
@@ -44,22 +39,12 @@ type InstructionsVersion struct {
 	Use string `json:"use,omitempty"`
 }
 
-// Waiting is an agentic transition waiting for a person's select.
-type Waiting struct {
-	TransitionID string          `json:"transition_id"`
-	From         string          `json:"from"`
-	Options      []WaitingOption `json:"options"`
-	Since        time.Time       `json:"since"`
-	ExpiresAt    time.Time       `json:"expires_at"`
-	RouterError  *string         `json:"router_error"` // null when a person decides without a router
-}
-
-// WaitingOption is one option a waiting run may be answered with.
-type WaitingOption struct {
-	Name  string  `json:"name"`
-	Label *string `json:"label"`
-	To    string  `json:"to"`
-}
+// Waiting is an agentic transition waiting for a person's select; a
+// WaitingOption one of its options (the run vocabulary's types).
+type (
+	Waiting       = run.Wait
+	WaitingOption = run.WaitOption
+)
 
 // RouterCall is one call of the router for a decision.
 type RouterCall struct {

@@ -13,7 +13,6 @@ import (
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/run"
-	"github.com/linefactory/linefactory/store"
 )
 
 // SelectUpdate is the Temporal Update a person answers a waiting line run
@@ -60,36 +59,36 @@ var StatusSearchAttribute = temporal.NewSearchAttributeKeyKeyword(statusSearchAt
 // agentWait is a manager turn's wait for a select, shared by the wait and
 // the select Update's validator and handler.
 type agentWait struct {
-	waiting *store.Waiting
+	waiting *run.Wait
 	expired map[string]bool // transitions whose wait expired
 	choice  *SelectInput
-	resumed *store.LineRun // the record once the run runs again
-	over    bool           // the wait ended without a select
+	resumed LineRecord // the record once the run runs again
+	over    bool       // the wait ended without a select
 	// onRecord receives the record after each routing write (the state
 	// query shows it).
-	onRecord func(store.LineRun)
+	onRecord func(LineRecord)
 	// summary is the record as routing last wrote it.
-	summary *store.LineRun
+	summary *LineRecord
 }
 
-func (w *agentWait) recorded(r store.LineRun) {
-	if w.onRecord != nil && r.ID != "" {
+func (w *agentWait) recorded(r LineRecord) {
+	if w.onRecord != nil && r.head().ID != "" {
 		w.onRecord(r)
 	}
 }
 
 // registerSelect installs the select Update of this turn; summary is the
 // record the handler answers with when the run did not resume.
-func registerSelect(ctx workflow.Context, summary *store.LineRun) *agentWait {
+func registerSelect(ctx workflow.Context, summary *LineRecord) *agentWait {
 	w := &agentWait{expired: map[string]bool{}, summary: summary}
 	_ = workflow.SetUpdateHandlerWithOptions(ctx, SelectUpdate,
-		func(ctx workflow.Context, in SelectInput) (store.LineRun, error) {
+		func(ctx workflow.Context, in SelectInput) (LineRecord, error) {
 			w.choice = &in
 			if err := workflow.Await(ctx, func() bool { return w.resumed != nil || w.over }); err != nil {
-				return store.LineRun{}, err
+				return nil, err
 			}
 			if w.resumed != nil {
-				return *w.resumed, nil
+				return w.resumed, nil
 			}
 			return *summary, nil
 		},
@@ -138,7 +137,7 @@ func needsInstructions(m manifests.LineManifest) bool {
 
 // resolveInstructions records, at the start of a run, the knowledge
 // versions its routing instructions use.
-func resolveInstructions(ctx workflow.Context, in LineRunInput, summary *store.LineRun) (*run.Failure, error) {
+func resolveInstructions(ctx workflow.Context, in LineRunInput, summary *LineRecord) (*run.Failure, error) {
 	err := workflow.ExecuteLocalActivity(ctx, a.ResolveInstructions, activities.ResolveInstructionsInput{RunID: in.RunID, Manifest: in.Manifest}).Get(ctx, summary)
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() == activities.ErrKnowledgeMissing {
@@ -150,7 +149,7 @@ func resolveInstructions(ctx workflow.Context, in LineRunInput, summary *store.L
 // routeRequest is what the router is asked about transition t after a
 // visit: the visited stage, the earlier stages' latest results and the
 // options.
-func routeRequest(in LineRunInput, st *LineState, t manifests.Transition, visit activities.StageVisit, options []store.WaitingOption) activities.RouteInput {
+func routeRequest(in LineRunInput, st *LineState, t manifests.Transition, visit activities.StageVisit, options []run.WaitOption) activities.RouteInput {
 	iteration := st.Transitions[t.ID] + 1
 	req := activities.RouteInput{RunID: in.RunID, LineName: in.LineName, TransitionID: t.ID, Label: t.Label, Iteration: iteration,
 		Instructions: t.Instructions, Trigger: in.Trigger, Options: options,
@@ -190,13 +189,13 @@ func askRouter(ctx workflow.Context, st *LineState, req activities.RouteInput) (
 // waits for a person's select (until the wait times out, the line times
 // out or the run is stopped). It returns the hop to take or the failure.
 func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, st *LineState, t manifests.Transition,
-	visit activities.StageVisit, summary *store.LineRun) (*hop, *run.Failure, error) {
+	visit activities.StageVisit, summary *LineRecord) (*hop, *run.Failure, error) {
 	// A Temporal run holds several turns: each decision starts afresh.
 	w.waiting, w.choice, w.resumed, w.over = nil, nil, nil, false
 	defer func() { w.over = true }()
-	options := make([]store.WaitingOption, len(t.Options))
+	options := make([]run.WaitOption, len(t.Options))
 	for i, o := range t.Options {
-		options[i] = store.WaitingOption{Name: o.Name, To: o.To, Label: optString(o.Label)}
+		options[i] = run.WaitOption{Name: o.Name, To: o.To, Label: optString(o.Label)}
 	}
 	res, err := askRouter(ctx, st, routeRequest(in, st, t, visit, options))
 	if ctx.Err() != nil {
@@ -204,10 +203,10 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 	}
 	if err != nil {
 		res = activities.RouteResult{RouterError: "the router could not be asked: " + err.Error(), WaitTimeout: activities.DefaultRouterWaitTimeout}
-	} else if res.LineRun.ID != "" {
-		*summary = res.LineRun
-		st.CostCents = summary.TotalCostCents
-		w.recorded(*summary)
+	} else if rec := LineRecord(res.LineRun); rec.head().ID != "" {
+		*summary = rec
+		st.CostCents = rec.head().TotalCostCents
+		w.recorded(rec)
 	}
 	m := in.Manifest
 	if res.Decided && m.Limits != nil && m.Limits.BudgetUSD != nil && st.CostCents > m.Limits.BudgetUSD.Cents {
@@ -218,7 +217,7 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 	}
 	if res.Decided {
 		now := workflow.Now(ctx)
-		return w.take(in, st, t, res.Option, store.AgenticDecision{Reason: optString(res.Reason), DecidedBy: optString(decidedByRouter), DecidedAt: &now})
+		return w.take(in, st, t, res.Option, run.Decision{Reason: optString(res.Reason), DecidedBy: optString(decidedByRouter), DecidedAt: &now})
 	}
 	return w.personDecides(ctx, book, in, st, t, visit, options, res, summary)
 }
@@ -226,10 +225,10 @@ func (w *agentWait) decideAgentic(ctx, book workflow.Context, in LineRunInput, s
 // personDecides waits for a person to select an option of transition t
 // (the router did not decide), until the wait or the line times out.
 func (w *agentWait) personDecides(ctx, book workflow.Context, in LineRunInput, st *LineState, t manifests.Transition,
-	visit activities.StageVisit, options []store.WaitingOption, res activities.RouteResult, summary *store.LineRun) (*hop, *run.Failure, error) {
+	visit activities.StageVisit, options []run.WaitOption, res activities.RouteResult, summary *LineRecord) (*hop, *run.Failure, error) {
 	m := in.Manifest
 	now := workflow.Now(ctx)
-	wait := store.Waiting{TransitionID: t.ID, From: visit.Stage, Options: options, Since: now, ExpiresAt: now.Add(res.WaitTimeout),
+	wait := run.Wait{TransitionID: t.ID, From: visit.Stage, Options: options, Since: now, ExpiresAt: now.Add(res.WaitTimeout),
 		RouterError: optString(res.RouterError)}
 	w.waiting = &wait
 	if err := workflow.ExecuteLocalActivity(book, a.MarkWaiting, activities.MarkWaitingInput{RunID: in.RunID, Waiting: wait}).Get(book, summary); err != nil {
@@ -264,9 +263,8 @@ func (w *agentWait) personDecides(ctx, book workflow.Context, in LineRunInput, s
 	if err := workflow.ExecuteLocalActivity(book, a.ResumeLineRun, activities.ResumeLineRunInput{RunID: in.RunID}).Get(book, summary); err != nil {
 		return nil, nil, err
 	}
-	resumed := *summary
-	w.resumed = &resumed
-	w.recorded(resumed)
+	w.resumed = *summary
+	w.recorded(w.resumed)
 	publishStatus(ctx, run.Running)
 	// The handler answers the select with the record as resumed before the
 	// run moves on.
@@ -278,13 +276,13 @@ func (w *agentWait) personDecides(ctx, book workflow.Context, in LineRunInput, s
 	if reason == "" {
 		reason = "selected by " + choice.Actor
 	}
-	return w.take(in, st, t, choice.Option, store.AgenticDecision{Reason: &reason, DecidedBy: optString(choice.Actor), DecidedAt: &at,
+	return w.take(in, st, t, choice.Option, run.Decision{Reason: &reason, DecidedBy: optString(choice.Actor), DecidedAt: &at,
 		RouterError: optString(res.RouterError)})
 }
 
 // take is the hop of option name of t, its params bound like a
 // conditional transition's.
-func (w *agentWait) take(in LineRunInput, st *LineState, t manifests.Transition, name string, d store.AgenticDecision) (*hop, *run.Failure, error) {
+func (w *agentWait) take(in LineRunInput, st *LineState, t manifests.Transition, name string, d run.Decision) (*hop, *run.Failure, error) {
 	for _, o := range t.Options {
 		if o.Name != name {
 			continue

@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/activities/inferencetest"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
@@ -33,9 +33,9 @@ func withRouter(t *testing.T, f *fixture, fake *inferencetest.Server) {
 	t.Helper()
 	url := fake.Start(t)
 	in, out := 20.0, 60.0
-	f.acts.Inference = &activities.Inference{BaseURL: url + "/v1", APIKey: "upstream-key",
-		Models: map[string]activities.ModelPrice{"router-small": {InputCentsPerMTok: &in, OutputCentsPerMTok: &out}},
-		Router: &activities.Router{Model: "router-small", Timeout: 5 * time.Second, WaitTimeout: time.Hour}}
+	f.acts.Inference = &inference.Config{BaseURL: url + "/v1", APIKey: "upstream-key",
+		Models: map[string]inference.ModelPrice{"router-small": {InputCentsPerMTok: &in, OutputCentsPerMTok: &out}},
+		Router: &inference.Router{Model: "router-small", Timeout: 5 * time.Second, WaitTimeout: time.Hour}}
 }
 
 func TestAgenticRouterPicks(t *testing.T) {
@@ -113,6 +113,7 @@ func TestAgenticRouterUnknownOption(t *testing.T) {
 // selectResult is what one select Update got.
 type selectResult struct {
 	rejected error
+	err      error // the answer's, or its decoding's
 	record   store.LineRun
 	done     bool
 }
@@ -123,10 +124,11 @@ func sendSelect(env *testsuite.TestWorkflowEnvironment, id string, in SelectInpu
 		OnAccept: func() {},
 		OnReject: func(err error) { out.rejected, out.done = err, true },
 		OnComplete: func(v any, err error) {
-			if err == nil {
-				out.record, _ = v.(store.LineRun)
+			// The answer is the record's JSON, as the API decodes it.
+			if rec, ok := v.(LineRecord); err == nil && ok {
+				err = json.Unmarshal(rec, &out.record)
 			}
-			out.done = true
+			out.err, out.done = err, true
 		},
 	}, in)
 	return out
@@ -175,7 +177,7 @@ func TestAgenticWaitThenSelect(t *testing.T) {
 			if msg := fmt.Sprint(bad[0].rejected); !strings.Contains(msg, "(options: fix, drop)") {
 				t.Errorf("unknown option refusal lists the options as %q", msg)
 			}
-			if good == nil || !good.done || good.rejected != nil || good.record.Status != run.Running || good.record.Waiting != nil {
+			if good == nil || !good.done || good.rejected != nil || good.err != nil || good.record.Status != run.Running || good.record.Waiting != nil {
 				t.Fatalf("good select %+v", good)
 			}
 			if res.Status != run.Succeeded {

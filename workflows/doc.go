@@ -19,4 +19,9 @@
 //     firings begun before that (admitInActivity) start the run as a child.
 //   - LineState is everything a line run carries from one turn to the next;
 //     the state query answers LineRunState, which has the record's JSON keys.
+//   - no storage types: workflows never imports store. The wait and the
+//     decision of an agentic transition are the run vocabulary's (run.Wait,
+//     run.Decision); the routing activities hand the line-run record back as
+//     its JSON (LineRecord), which the select Update answers with — the same
+//     payload as when it was the store's LineRun, so runs in flight replay.
 package workflows

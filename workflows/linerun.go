@@ -14,7 +14,6 @@ import (
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/run"
-	"github.com/linefactory/linefactory/store"
 )
 
 // LineRunWorkflowName is the registered name of LineRunWorkflow.
@@ -107,14 +106,10 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	_ = workflow.SetQueryHandler(ctx, StateQuery, func() (LineRunState, error) { return state, nil })
 	// The select Update, answered by the turn that waits (agentic.go);
 	// summary is the record as the routing activities return it.
-	var summary store.LineRun
+	var summary LineRecord
 	wait := registerSelect(ctx, &summary)
-	wait.onRecord = func(r store.LineRun) {
-		//workflowcheck:ignore (JSON encoding is deterministic)
-		b, err := json.Marshal(r)
-		if err == nil {
-			state = state.replace(b) //workflowcheck:ignore (JSON decoding is deterministic)
-		}
+	wait.onRecord = func(r LineRecord) {
+		state = state.replace(json.RawMessage(r)) //workflowcheck:ignore (JSON decoding is deterministic)
 	}
 	for turns := 1; ; turns++ {
 		res, err := managerTurn(ctx, &in, st, &state, wait)
@@ -497,7 +492,7 @@ type hop struct {
 	// decision: the option an agentic transition took (agentic.go).
 	agentic  *manifests.Transition
 	option   string
-	decision store.AgenticDecision
+	decision run.Decision
 }
 
 // route picks the next stage from the stage just visited: exactly one

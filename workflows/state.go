@@ -37,3 +37,33 @@ func (s LineRunState) putVisit(visit json.RawMessage) {
 	}
 	s["stages"] = append(stages, v)
 }
+
+// LineRecord is a line run record as the routing activities return it and
+// the select Update answers with: its JSON, with the keys of
+// GET /factory/line-runs/{id} (the workflows know no storage types). The
+// payload is the record's JSON as before the type existed, so runs in
+// flight replay and answer as they did.
+type LineRecord json.RawMessage
+
+// MarshalJSON is the record's JSON as it is; null when there is none.
+func (r LineRecord) MarshalJSON() ([]byte, error) { return json.RawMessage(r).MarshalJSON() }
+
+// UnmarshalJSON keeps a copy of the record's JSON (never reusing r's
+// bytes: a record handed on stays as it was).
+func (r *LineRecord) UnmarshalJSON(b []byte) error {
+	*r = append(LineRecord(nil), b...)
+	return nil
+}
+
+// recordHead is what the manager reads of a line run record.
+type recordHead struct {
+	ID             string `json:"id"`
+	TotalCostCents int64  `json:"total_cost_cents"`
+}
+
+// head reads the record's id and total cost; zero when r is not a record.
+func (r LineRecord) head() recordHead {
+	var h recordHead
+	_ = json.Unmarshal(r, &h) //workflowcheck:ignore (JSON decoding is deterministic)
+	return h
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests/agentconf"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/store"
 )
 
@@ -90,7 +91,7 @@ type config struct {
 	// Inference is the file's [inference] and [router] as the router and
 	// the inference gateway use them (set by serve, routing.go), the
 	// gateway reached at InferenceGatewayURL.
-	Inference           *activities.Inference
+	Inference           *inference.Config
 	InferenceGatewayURL string
 	// TemporalPortsExplicit is true when the embedded server's ports were
 	// configured; otherwise busy defaults fall back to free ports.

@@ -18,6 +18,7 @@ import (
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/activities/inferencetest"
 	"github.com/linefactory/linefactory/internal/testwait"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
@@ -152,7 +153,7 @@ timeout = "10s"
 		t.Fatal(err)
 	}
 	defer st.Close()
-	acts := &activities.Activities{Inference: &activities.Inference{BaseURL: upstreamURL + "/v1", GatewayURL: d.base + "/inference/v1"}, InferenceTokens: st}
+	acts := &activities.Activities{Inference: &inference.Config{BaseURL: upstreamURL + "/v1", GatewayURL: d.base + "/inference/v1"}, InferenceTokens: st}
 	stepEnv, err := acts.InferenceStepEnv(context.Background(), jr, "think")
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +343,7 @@ output_cents_per_mtok = 300
 		t.Fatalf("job run %v", jr)
 	}
 	out := jr["result_payload"].(map[string]any)["outputs"].(map[string]any)
-	if out["leaked"] != "no" || !strings.HasPrefix(out["token"].(string), activities.InferenceTokenPrefix) || out["base"] != fmt.Sprintf("http://127.0.0.1:%d/inference/v1", activities.InferenceSandboxPort) {
+	if out["leaked"] != "no" || !strings.HasPrefix(out["token"].(string), inference.TokenPrefix) || out["base"] != fmt.Sprintf("http://127.0.0.1:%d/inference/v1", activities.InferenceSandboxPort) {
 		t.Fatalf("step outputs %v", out)
 	}
 	auth, models := fake.Auth(), fake.Models()

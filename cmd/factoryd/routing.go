@@ -14,8 +14,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests/agentconf"
+	"github.com/linefactory/linefactory/manifests/inference"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/workflows"
@@ -25,11 +25,11 @@ import (
 // [router] into the router's and the gateway's settings (nil when neither
 // is configured). The upstream key is read here from the variable
 // api_key_env names; gatewayURL is where steps reach the gateway.
-func inferenceSettings(ac *agentconf.Config, gatewayURL string, logger *slog.Logger) *activities.Inference {
+func inferenceSettings(ac *agentconf.Config, gatewayURL string, logger *slog.Logger) *inference.Config {
 	if ac == nil || (ac.Inference == nil && ac.Router == nil) {
 		return nil
 	}
-	inf := &activities.Inference{GatewayURL: gatewayURL, Models: map[string]activities.ModelPrice{}}
+	inf := &inference.Config{GatewayURL: gatewayURL, Models: map[string]inference.ModelPrice{}}
 	if i := ac.Inference; i != nil {
 		inf.BaseURL = i.BaseURL
 		if i.APIKeyEnv != "" {
@@ -39,11 +39,11 @@ func inferenceSettings(ac *agentconf.Config, gatewayURL string, logger *slog.Log
 			}
 		}
 		for _, m := range i.Models {
-			inf.Models[m.Name] = activities.ModelPrice{InputCentsPerMTok: m.InputCentsPerMTok, OutputCentsPerMTok: m.OutputCentsPerMTok}
+			inf.Models[m.Name] = inference.ModelPrice{InputCentsPerMTok: m.InputCentsPerMTok, OutputCentsPerMTok: m.OutputCentsPerMTok}
 		}
 	}
 	if r := ac.Router; r != nil {
-		inf.Router = &activities.Router{Model: r.Model, Timeout: r.Timeout, WaitTimeout: r.WaitTimeout}
+		inf.Router = &inference.Router{Model: r.Model, Timeout: r.Timeout, WaitTimeout: r.WaitTimeout}
 	}
 	return inf
 }
