@@ -76,7 +76,7 @@ func (a *Activities) FireJobSchedule(ctx context.Context, in FireJobScheduleInpu
 		return FireJobScheduleResult{Skipped: "the schedule is disabled"}, nil
 	}
 	rec := store.JobRun{ID: in.RunID, JobName: in.JobName, JobVersionID: v.ID, Status: run.Queued,
-		RunParams: map[string]any{}, WorkflowID: run.JobRunWorkflowID(in.RunID)}
+		RunParams: map[string]any{}, Region: m.Run.RegionOrNil(), WorkflowID: run.JobRunWorkflowID(in.RunID)}
 	failed := func(code, msg string, details map[string]any) (FireJobScheduleResult, error) {
 		now := a.now()
 		rec.CompletedAt = &now

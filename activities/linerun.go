@@ -73,11 +73,13 @@ type CreateStageRunInput struct {
 	Stage        string
 	JobName      string
 	JobVersionID string
-	ParamSpecs   map[string]manifests.JobParamSpec
-	Params       map[string]any
-	Iteration    int
-	Order        int
-	At           time.Time
+	// Region is the job's run.region, recorded from the job run's creation.
+	Region     string
+	ParamSpecs map[string]manifests.JobParamSpec
+	Params     map[string]any
+	Iteration  int
+	Order      int
+	At         time.Time
 }
 
 // CreateStageRunResult is the created job run, or the problems of its params.
@@ -100,7 +102,7 @@ func (a *Activities) CreateStageRun(ctx context.Context, in CreateStageRunInput)
 	}
 	lr, stage := in.LineRunID, in.Stage
 	_, err := a.Store.CreateJobRun(ctx, store.JobRun{ID: in.JobRunID, JobName: in.JobName, JobVersionID: in.JobVersionID,
-		Status: run.Queued, RunParams: params, LineRunID: &lr, StageName: &stage, WorkflowID: run.JobRunWorkflowID(in.JobRunID)})
+		Status: run.Queued, RunParams: params, Region: manifests.RunSection{Region: in.Region}.RegionOrNil(), LineRunID: &lr, StageName: &stage, WorkflowID: run.JobRunWorkflowID(in.JobRunID)})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return CreateStageRunResult{}, err
 	}

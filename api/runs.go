@@ -99,7 +99,7 @@ func (s *Server) startJobRun(c *gin.Context) error {
 	}
 	id := run.NewJobRunID()
 	rec, err := s.store.CreateJobRun(ctx, store.JobRun{ID: id, JobName: name, JobVersionID: v.ID, Status: run.Queued,
-		RunParams: params, WorkflowID: run.JobRunWorkflowID(id)})
+		RunParams: params, Region: m.Run.RegionOrNil(), WorkflowID: run.JobRunWorkflowID(id)})
 	if err != nil {
 		return err
 	}
