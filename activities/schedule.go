@@ -107,8 +107,12 @@ func (a *Activities) FireSchedule(ctx context.Context, in FireScheduleInput) (Fi
 	if len(m.Stages) > 0 {
 		entry = m.Stages[0].ID
 	}
-	// The inputs are checked as a manual start's params are: against the
-	// entry job and every input binding, as the jobs resolve now.
+	// The inputs are checked as a manual start's params are: their size,
+	// then against the entry job and every input binding, as the jobs
+	// resolve now.
+	if le := manifests.CheckParamsSize(sc.Inputs); le != nil {
+		return failed(run.StageParamsInvalid, "the schedule's inputs are too large: "+le.Error(), entry)
+	}
 	params, ps := manifests.ApplyLineRunParams(&m, manifests.StageManifests(jobs), sc.Inputs)
 	if ps != nil {
 		return failed(run.StageParamsInvalid, "the schedule's inputs do not fit the line's params: "+ps.Error(), entry)
