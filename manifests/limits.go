@@ -310,6 +310,11 @@ func CheckRunHistory(m *JobManifest, paramsBytes int) *LimitError {
 	for _, t := range m.Run.Tasks {
 		steps += len(t.Steps)
 	}
+	return CheckStepsHistory(steps, paramsBytes)
+}
+
+// CheckStepsHistory is CheckRunHistory for a job of steps steps.
+func CheckStepsHistory(steps, paramsBytes int) *LimitError {
 	if n := int64(steps) * int64(paramsBytes); n > MaxRunHistoryBytes {
 		return &LimitError{What: "the size of the params times the number of steps in bytes", Path: "params",
 			Limit: MaxRunHistoryBytes, Requested: n, TooLarge: true}
