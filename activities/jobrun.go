@@ -459,7 +459,9 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 			}
 			now := a.now()
 			a.updateStep(context.WithoutCancel(ctx), in, func(e *store.StepTimelineEntry) {
-				e.Status, e.CompletedAt = run.Cancelled, &now
+				if e.Status == run.Running { // else ended already: by the reconciler when the workflow is gone
+					e.Status, e.CompletedAt = run.Cancelled, &now
+				}
 			})
 			return RunStepResult{}, err
 		}

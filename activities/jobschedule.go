@@ -87,7 +87,7 @@ func (a *Activities) FireJobSchedule(ctx context.Context, in FireJobScheduleInpu
 		return FireJobScheduleResult{Skipped: skipped}, err
 	}
 	rec := store.JobRun{ID: in.RunID, JobName: in.JobName, JobVersionID: v.ID, Status: run.Queued,
-		RunParams: map[string]any{}, WorkflowID: run.JobRunWorkflowID(in.RunID)}
+		RunParams: map[string]any{}, Region: m.Run.RegionOrNil(), WorkflowID: run.JobRunWorkflowID(in.RunID)}
 	params, failure := scheduledParams(m)
 	if failure != nil {
 		now := a.now()

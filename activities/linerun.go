@@ -73,11 +73,15 @@ type CreateStageRunInput struct {
 	Stage        string
 	JobName      string
 	JobVersionID string
-	ParamSpecs   map[string]manifests.JobParamSpec
-	Params       map[string]any
-	Iteration    int
-	Order        int
-	At           time.Time
+	// Region is the job's run.region, recorded from the job run's creation.
+	Region string
+	// Steps is the number of the job's steps: its params travel with each.
+	Steps      int
+	ParamSpecs map[string]manifests.JobParamSpec
+	Params     map[string]any
+	Iteration  int
+	Order      int
+	At         time.Time
 }
 
 // CreateStageRunResult is the created job run, or the problems of its params.
@@ -90,6 +94,20 @@ type CreateStageRunResult struct {
 	Visit json.RawMessage
 }
 
+// stageParamsLimit checks a stage job run's params against the limits a
+// job run's start checks (README, Limits): their size, each param's, and
+// their size times the job's steps.
+func stageParamsLimit(params map[string]any, steps int) *manifests.LimitError {
+	if le := manifests.CheckParamsSize(params); le != nil {
+		return le
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil
+	}
+	return manifests.CheckStepsHistory(steps, len(raw))
+}
+
 // CreateStageRun checks the stage's params against its job, stores the
 // queued job run and records the visit as running on the line run
 // (idempotent on the job run id).
@@ -98,9 +116,12 @@ func (a *Activities) CreateStageRun(ctx context.Context, in CreateStageRunInput)
 	if ps != nil {
 		return CreateStageRunResult{Problems: ps.Error()}, nil
 	}
+	if le := stageParamsLimit(params, in.Steps); le != nil { // as a job run's start checks them
+		return CreateStageRunResult{Problems: le.Error()}, nil
+	}
 	lr, stage := in.LineRunID, in.Stage
 	_, err := a.Store.CreateJobRun(ctx, store.JobRun{ID: in.JobRunID, JobName: in.JobName, JobVersionID: in.JobVersionID,
-		Status: run.Queued, RunParams: params, LineRunID: &lr, StageName: &stage, WorkflowID: run.JobRunWorkflowID(in.JobRunID)})
+		Status: run.Queued, RunParams: params, Region: manifests.RunSection{Region: in.Region}.RegionOrNil(), LineRunID: &lr, StageName: &stage, WorkflowID: run.JobRunWorkflowID(in.JobRunID)})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return CreateStageRunResult{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -167,12 +168,23 @@ func (a *Activities) unplaceIfGone(ctx context.Context, name string) {
 // TeardownSandboxInput names a sandbox to delete on the worker holding it.
 type TeardownSandboxInput struct {
 	Name string
+	// ProvisionedBy, when set (teardown_on_complete unset), deletes the
+	// sandbox only if that run provisioned it and it has no lifecycle, as
+	// FinishRun does with the sandboxes of its own worker.
+	ProvisionedBy string
 }
 
 // TeardownSandbox deletes a sandbox at the end of its run
-// (teardown_on_complete); it runs on the sandbox's worker. A sandbox that
-// is gone already is no error.
+// (teardown_on_complete, or unset for what the run provisioned); it runs on
+// the sandbox's worker. A sandbox that is gone already is no error.
 func (a *Activities) TeardownSandbox(ctx context.Context, in TeardownSandboxInput) error {
+	if in.ProvisionedBy != "" {
+		sb, err := a.Sandboxes.Get(ctx, in.Name)
+		if err != nil || sb.Mode != manifests.SandboxProvision || sb.Lifecycle != nil ||
+			!strings.HasPrefix(sb.ProvisionKey, in.ProvisionedBy+"/") {
+			return nil
+		}
+	}
 	err := a.Sandboxes.Delete(ctx, in.Name)
 	if err != nil && sandbox.CodeOf(err) != sandbox.CodeNotFound {
 		return err

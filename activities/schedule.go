@@ -93,11 +93,19 @@ func (a *Activities) FireSchedule(ctx context.Context, in FireScheduleInput) (Fi
 	if err != nil {
 		return FireScheduleResult{}, err
 	}
-	// The inputs are checked as a manual start's params are: against the
-	// entry job and every input binding, as the jobs resolve now.
-	params, ps := manifests.ApplyLineRunParams(&m, manifests.StageManifests(jobs), sc.Inputs)
-	if ps != nil {
-		f := run.NewFailure(run.StageParamsInvalid, "the schedule's inputs do not fit the line's params: "+ps.Error())
+	// The inputs are checked as a manual start's params are: their size,
+	// then against the entry job and every input binding, as the jobs
+	// resolve now.
+	var f *run.Failure
+	var params map[string]any
+	if le := manifests.CheckParamsSize(sc.Inputs); le != nil {
+		f = run.NewFailure(run.StageParamsInvalid, "the schedule's inputs are too large: "+le.Error())
+	} else if p, ps := manifests.ApplyLineRunParams(&m, manifests.StageManifests(jobs), sc.Inputs); ps != nil {
+		f = run.NewFailure(run.StageParamsInvalid, "the schedule's inputs do not fit the line's params: "+ps.Error())
+	} else {
+		params = p
+	}
+	if f != nil {
 		if len(m.Stages) > 0 {
 			f.StageName = m.Stages[0].ID
 		}

@@ -60,16 +60,21 @@ func TestLimitsAnswered(t *testing.T) {
 		expect(t, toml("/jobs/long/versions", stepsJob("long", manifests.MaxStepsPerTask)), http.StatusCreated)
 		expectLimit(t, toml("/jobs/wide/versions", stepsJob("wide", manifests.MaxStepsPerJob/2, manifests.MaxStepsPerJob/2, 1)),
 			http.StatusUnprocessableEntity, manifests.MaxStepsPerJob, manifests.MaxStepsPerJob+1)
-		// Params travel with every step: 200 steps of 200 KB each would not fit the history.
-		heavy := strings.Replace(stepsJob("heavy", 200), "[[run.tasks]]", "[job.params.blob]\ntype = \"string\"\n[[run.tasks]]", 1)
+		// Params travel with every step: 400 steps of 100 KB each would not fit the history.
+		heavy := strings.Replace(stepsJob("heavy", 400), "[[run.tasks]]", "[job.params.blob]\ntype = \"string\"\n[[run.tasks]]", 1)
 		expect(t, toml("/jobs/heavy/versions", heavy), http.StatusCreated)
-		r := h.do(req{method: "POST", path: "/jobs/heavy/runs", body: map[string]any{"params": map[string]any{"blob": strings.Repeat("x", 200<<10)}}, scope: ScopeWrite})
+		r := h.do(req{method: "POST", path: "/jobs/heavy/runs", body: map[string]any{"params": map[string]any{"blob": strings.Repeat("x", 100<<10)}}, scope: ScopeWrite})
 		expectLimit(t, r, http.StatusRequestEntityTooLarge, manifests.MaxRunHistoryBytes, 0)
 
 		h.deployExampleJob("hello")
 		param := strings.Repeat("x", manifests.MaxParamsBytes)
 		r = h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"params": map[string]any{"who": param}}, scope: ScopeWrite})
 		expectLimit(t, r, http.StatusRequestEntityTooLarge, manifests.MaxParamsBytes, 0)
+		// One param is one environment string of every step (SVC_PARAM_WHO=…),
+		// which Linux caps at 128 KiB: a 140 KB value made every step fail
+		// EXEC_FAILED "argument list too long" after a 201.
+		r = h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"params": map[string]any{"who": strings.Repeat("x", 140_000)}}, scope: ScopeWrite})
+		expectLimit(t, r, http.StatusRequestEntityTooLarge, manifests.MaxParamEnvBytes, int64(len("SVC_PARAM_WHO=")+140_000))
 		h.srv.cfg.MaxBodyBytes = 1 << 20
 		r = h.do(req{method: "POST", path: "/jobs/hello/runs", body: map[string]any{"params": map[string]any{"who": strings.Repeat("x", 3<<20)}}, scope: ScopeWrite})
 		expectLimit(t, r, http.StatusRequestEntityTooLarge, 1<<20, int64(3<<20+len(`{"params":{"who":""}}`)))

@@ -105,7 +105,7 @@ func (s *Server) startJobRun(c *gin.Context) error {
 	id := run.NewJobRunID()
 	in := workflows.JobRunInput{RunID: id, JobName: name, JobVersionID: v.ID, Manifest: m, Params: params}
 	rec, err := s.admission().JobRun(ctx, store.JobRun{ID: id, JobName: name, JobVersionID: v.ID, Status: run.Queued,
-		RunParams: params, WorkflowID: run.JobRunWorkflowID(id)}, func(ctx context.Context) error { return s.cfg.Runs.StartJobRun(ctx, in) })
+		RunParams: params, Region: m.Run.RegionOrNil(), WorkflowID: run.JobRunWorkflowID(id)}, func(ctx context.Context) error { return s.cfg.Runs.StartJobRun(ctx, in) })
 	if errors.Is(err, admit.ErrNotDispatched) {
 		s.log.Warn("job run not dispatched", "run_id", id, "error", err.Error())
 		return httpError(http.StatusBadGateway, CodeBadGateway, "the workflow engine did not accept the run %s", id)

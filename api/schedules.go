@@ -47,6 +47,10 @@ func (s *Server) putSchedule(c *gin.Context) error {
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
+	if le := manifests.CheckParamsSize(req.Inputs); le != nil { // every firing's params
+		le.Path = "inputs"
+		return le
+	}
 	f := &fieldCheck{}
 	f.require(req.Cron != nil, "cron")
 	if req.Cron != nil {

@@ -55,7 +55,9 @@ func (s *Server) currentLines(ctx context.Context) ([]deployedLine, error) {
 	}
 }
 
-// triggerBody reads a JSON request body (empty means {}).
+// triggerBody reads a JSON request body (empty means {}): a JSON object,
+// as every request body (null, a list or a scalar is 422), which
+// conditions and bindings address as body.<key>.
 func triggerBody(c *gin.Context) (any, []byte, error) {
 	data, err := readBody(c)
 	if err != nil {
@@ -67,6 +69,9 @@ func triggerBody(c *gin.Context) (any, []byte, error) {
 	var body any
 	if err := json.Unmarshal(data, &body); err != nil {
 		return nil, nil, invalid("json_invalid", "the trigger payload must be JSON: "+err.Error(), "body")
+	}
+	if _, ok := body.(map[string]any); !ok {
+		return nil, nil, invalid("model_type", "the body must be a JSON object", "body")
 	}
 	return body, data, nil
 }

@@ -3,6 +3,7 @@ package manifests
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 )
 
 // Limits on manifests and runs, enforced at deploy, at run start and by
@@ -27,6 +28,11 @@ const (
 	MaxRunHistoryBytes = 32 << 20
 	// MaxParamsBytes bounds the JSON encoding of a run's params (all of them).
 	MaxParamsBytes = 256 << 10
+	// MaxParamEnvBytes bounds one param as steps get it, the environment
+	// string SVC_PARAM_<NAME>=<value>: Linux refuses to start a process
+	// with a longer one (MAX_ARG_STRLEN, 128 KiB with its NUL), so every
+	// step of the run would fail.
+	MaxParamEnvBytes = 128<<10 - 1
 	// MaxOutputBytes bounds one step's claimed output values (the output
 	// file, SPEC "step output file cap").
 	MaxOutputBytes = 64 << 10
@@ -271,17 +277,30 @@ func skipTOMLString(data []byte, i int) int {
 }
 
 // CheckParamsSize checks the size of a run's params (their JSON encoding)
-// against MaxParamsBytes; params travel in the engine's workflow input,
-// whose payload limit is a few MB.
+// against MaxParamsBytes (params travel in the engine's workflow input,
+// whose payload limit is a few MB), and each param as steps get it against
+// MaxParamEnvBytes.
 func CheckParamsSize(params map[string]any) *LimitError {
 	if len(params) == 0 {
 		return nil
 	}
 	raw, err := json.Marshal(params)
-	if err != nil || len(raw) <= MaxParamsBytes {
-		return nil
+	if err == nil && len(raw) > MaxParamsBytes {
+		return &LimitError{What: "the size of the params in bytes (JSON)", Path: "params", Limit: MaxParamsBytes, Requested: int64(len(raw)), TooLarge: true}
 	}
-	return &LimitError{What: "the size of the params in bytes (JSON)", Path: "params", Limit: MaxParamsBytes, Requested: int64(len(raw)), TooLarge: true}
+	names := make([]string, 0, len(params))
+	for name := range params {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		env := ParamEnvName(name)
+		if n := len(env) + 1 + len(Stringify(params[name])); n > MaxParamEnvBytes {
+			return &LimitError{What: "the size in bytes of the param as steps get it (" + env + "=<value>)", Path: "params." + name,
+				Limit: MaxParamEnvBytes, Requested: int64(n), TooLarge: true}
+		}
+	}
+	return nil
 }
 
 // CheckRunHistory checks that a run of m with params fits the engine's
@@ -291,6 +310,11 @@ func CheckRunHistory(m *JobManifest, paramsBytes int) *LimitError {
 	for _, t := range m.Run.Tasks {
 		steps += len(t.Steps)
 	}
+	return CheckStepsHistory(steps, paramsBytes)
+}
+
+// CheckStepsHistory is CheckRunHistory for a job of steps steps.
+func CheckStepsHistory(steps, paramsBytes int) *LimitError {
 	if n := int64(steps) * int64(paramsBytes); n > MaxRunHistoryBytes {
 		return &LimitError{What: "the size of the params times the number of steps in bytes", Path: "params",
 			Limit: MaxRunHistoryBytes, Requested: n, TooLarge: true}

@@ -3,7 +3,6 @@ package manifests
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
 )
@@ -94,22 +93,17 @@ func RenderShell(s string, params map[string]any) (string, error) {
 }
 
 // RenderCommand renders an exec list: a single element is run by a shell,
-// and so is the script of `sh -c script ...` (any of the usual shells, with
-// flags ending in c): those get RenderShell; every other element is an
+// and so is the script of a shell's -c (any of the usual shells, with its
+// options before or after -c: `sh -c script ...`, `bash -e -o pipefail -c
+// script`), also behind a command that runs its operand (`env`, `timeout
+// 60`, `nice -n 5` ...): those get RenderShell; every other element is an
 // argument, rendered as text (Render).
 func RenderCommand(list []string, params map[string]any) ([]string, error) {
 	out, err := RenderAll(list, params)
 	if err != nil {
 		return nil, err
 	}
-	script := -1
-	switch {
-	case len(list) == 1:
-		script = 0
-	case len(list) >= 3 && shells[path.Base(list[0])] && shellFlagsRE.MatchString(list[1]):
-		script = 2
-	}
-	if script >= 0 {
+	if script := shellScript(list); script >= 0 {
 		if out[script], err = RenderShell(list[script], params); err != nil {
 			return nil, err
 		}
@@ -117,7 +111,65 @@ func RenderCommand(list []string, params map[string]any) ([]string, error) {
 	return out, nil
 }
 
+// shellScript is the index of the element of list that a shell runs as a
+// script, or -1.
+func shellScript(list []string) int {
+	if len(list) == 1 {
+		return 0
+	}
+	sh := -1
+	for i, a := range list {
+		if shells[path.Base(a)] {
+			sh = i
+			break
+		}
+		if i == 0 && !wrappers[path.Base(a)] {
+			return -1
+		}
+	}
+	if sh < 0 {
+		return -1
+	}
+	return shellScriptAfter(list, sh+1)
+}
+
+// shellScriptAfter reads a shell's options from list[from:] (as sh reads
+// them: short option clusters, `-o name`, `--`, long options) and returns
+// the index of the script when -c is among them, else -1.
+func shellScriptAfter(list []string, from int) int {
+	withC := false
+	for j := from; j < len(list); j++ {
+		a := list[j]
+		switch {
+		case a == "--" || a == "-":
+			if withC && j+1 < len(list) {
+				return j + 1
+			}
+			return -1
+		case strings.HasPrefix(a, "--"):
+			if shellLongWithArg[a] {
+				j++
+			}
+		case len(a) > 1 && (a[0] == '-' || a[0] == '+'):
+			withC = withC || a[0] == '-' && strings.ContainsRune(a, 'c')
+			if strings.ContainsAny(a[1:], "oO") { // -o name, -O shopt
+				j++
+			}
+		default:
+			if withC {
+				return j
+			}
+			return -1 // a script file: the rest are its arguments
+		}
+	}
+	return -1
+}
+
 var (
-	shells       = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ash": true, "ksh": true}
-	shellFlagsRE = regexp.MustCompile(`^-[a-z]*c[a-z]*$`)
+	shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ash": true, "ksh": true, "mksh": true}
+	// wrappers run their operand as a command.
+	wrappers = map[string]bool{"env": true, "timeout": true, "nice": true, "nohup": true, "setsid": true, "stdbuf": true,
+		"time": true, "ionice": true, "chrt": true, "taskset": true, "xargs": true, "flock": true, "sudo": true,
+		"doas": true, "runuser": true, "unshare": true, "chroot": true, "exec": true, "command": true, "tini": true, "dumb-init": true, "busybox": true}
+	shellLongWithArg = map[string]bool{"--rcfile": true, "--init-file": true}
 )

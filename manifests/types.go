@@ -78,6 +78,16 @@ type RunSection struct {
 	Sandbox            *SandboxConfig `json:"sandbox,omitempty"`
 }
 
+// RegionOrNil is the region a job run of this manifest records from its
+// creation on (SPEC's job run `region`): nil when the manifest names none.
+func (r RunSection) RegionOrNil() *string {
+	if r.Region == "" {
+		return nil
+	}
+	reg := r.Region
+	return &reg
+}
+
 // Task is a named list of ordered steps, optionally with its own sandbox.
 type Task struct {
 	Name    string         `json:"name"`

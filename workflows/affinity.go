@@ -109,13 +109,16 @@ func acquireRouted(ctx workflow.Context, cfg *manifests.SandboxConfig, acq activ
 }
 
 // teardownRouted deletes sandboxes on the workers holding them
-// (teardown_on_complete). A worker that is gone took its sandboxes with it.
-func teardownRouted(ctx workflow.Context, sandboxes []activities.AcquireSandboxResult) {
+// (teardown_on_complete; with provisionedBy, teardown_on_complete unset: only
+// those that run provisioned without a lifecycle). A worker that is gone
+// took its sandboxes with it.
+func teardownRouted(ctx workflow.Context, sandboxes []activities.AcquireSandboxResult, provisionedBy string) {
 	futs := make([]workflow.Future, 0, len(sandboxes))
 	for _, sb := range sandboxes {
 		f, set := workflow.NewFuture(ctx)
 		workflow.Go(ctx, func(gctx workflow.Context) {
-			set.Set(nil, routed(gctx, sb.Queue, sb.WorkerID, a.TeardownSandbox, activities.TeardownSandboxInput{Name: sb.Name}, nil))
+			set.Set(nil, routed(gctx, sb.Queue, sb.WorkerID, a.TeardownSandbox,
+				activities.TeardownSandboxInput{Name: sb.Name, ProvisionedBy: provisionedBy}, nil))
 		})
 		futs = append(futs, f)
 	}

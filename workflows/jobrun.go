@@ -170,7 +170,12 @@ func (jr *jobRun) finish(fin activities.FinishRunInput) (JobRunResult, error) {
 	fin.RunID, fin.Manifest = jr.in.RunID, jr.m
 	teardown := jr.m.Run.TeardownOnComplete != nil && *jr.m.Run.TeardownOnComplete
 	if teardown {
-		teardownRouted(dctx, jr.remote)
+		teardownRouted(dctx, jr.remote, "")
+	} else if jr.m.Run.TeardownOnComplete == nil && len(jr.remote) > 0 &&
+		workflow.GetVersion(dctx, remoteDefaultTeardownVersion, workflow.DefaultVersion, 1) == 1 {
+		// Unset: what the run provisioned goes, on the workers holding it
+		// (FinishRun sees only the sandboxes of the worker it runs on).
+		teardownRouted(dctx, jr.remote, jr.in.RunID)
 	}
 	var res JobRunResult
 	var fut workflow.Future
@@ -184,6 +189,11 @@ func (jr *jobRun) finish(fin activities.FinishRunInput) (JobRunResult, error) {
 	err := fut.Get(dctx, &res)
 	return res, err
 }
+
+// remoteDefaultTeardownVersion marks job runs that delete, with
+// teardown_on_complete unset, the sandboxes they provisioned on other
+// workers (runs before it left them on disk).
+const remoteDefaultTeardownVersion = "remote-default-teardown"
 
 // watchTimeout makes the run's context, cancelled when run.timeout passes.
 func (jr *jobRun) watchTimeout(ctx workflow.Context) {

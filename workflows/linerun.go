@@ -302,7 +302,7 @@ func (t *lineTurn) attemptStage(stage manifests.LineStage) (activities.StageVisi
 	st.StageOrder++
 	var created activities.CreateStageRunResult
 	req := activities.CreateStageRunInput{JobRunID: jobRunID, LineRunID: in.RunID, Stage: stage.ID, JobName: job.JobName, JobVersionID: job.JobVersionID,
-		ParamSpecs: job.Manifest.Job.Params, Params: st.StageParams, Iteration: st.Iterations[stage.ID], Order: st.StageOrder, At: workflow.Now(ctx)}
+		Region: job.Manifest.Run.Region, Steps: stepCount(&job.Manifest), ParamSpecs: job.Manifest.Job.Params, Params: st.StageParams, Iteration: st.Iterations[stage.ID], Order: st.StageOrder, At: workflow.Now(ctx)}
 	// Not cut short by a stop: it makes the job run, then records the
 	// visit, and a stop between the two would leave the job run queued
 	// with no visit to close it.
@@ -624,4 +624,13 @@ func bindParams(bindings map[string]manifests.ParamBinding, in LineRunInput, st 
 		}
 	}
 	return out, nil
+}
+
+// stepCount is the number of steps of a job, all tasks together.
+func stepCount(m *manifests.JobManifest) int {
+	n := 0
+	for _, t := range m.Run.Tasks {
+		n += len(t.Steps)
+	}
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -246,6 +247,15 @@ func testScheduleFire(t *testing.T, fr firing) {
 		started, err := fire(t, fr, d, 2)
 		if err != nil || len(started) != 0 || len(d.created) != 1 || d.created[0].Status != run.Failed ||
 			*d.created[0].Failure.Code != "stage_params_invalid" || d.created[0].Failure.Domain != "config" {
+			t.Fatalf("err %v started %d created %+v", err, len(started), d.created)
+		}
+	})
+	t.Run("inputs over the params limit record a failed run", func(t *testing.T) {
+		d := newDefs(t, "hello")
+		d.schedule.Inputs = map[string]any{"who": strings.Repeat("x", 300<<10)}
+		started, err := fire(t, fr, d, 2)
+		if err != nil || len(started) != 0 || len(d.created) != 1 || d.created[0].Status != run.Failed ||
+			*d.created[0].Failure.Code != "stage_params_invalid" || !strings.Contains(*d.created[0].ErrorMessage, "too large") {
 			t.Fatalf("err %v started %d created %+v", err, len(started), d.created)
 		}
 	})
