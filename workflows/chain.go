@@ -38,8 +38,8 @@ var maxStepsPerRun = 500
 // maxResumeBytes bounds the JSON encoding of the input a run continues as
 // new with (the manifest, the params and the progress): Temporal refuses a
 // payload over 2 MB. A run whose carry would be larger goes on in the same
-// Temporal run, and says so in the worker's log.
-const maxResumeBytes = 3 << 19 // 1.5 MB
+// Temporal run, and says so in the worker's log. A variable for tests.
+var maxResumeBytes = 3 << 19 // 1.5 MB
 
 // JobRunResume is where a job run that continued as new goes on from.
 type JobRunResume struct {

@@ -247,3 +247,41 @@ func TestJobRunOldHistoriesDoNotContinueAsNew(t *testing.T) {
 		t.Fatalf("%d runs, status %s", len(c.inputs), c.rec.Status)
 	}
 }
+
+func TestJobRunContinueAsNewCarriesAFailure(t *testing.T) {
+	f := newFixture(t)
+	m := parseJob(t, `
+[job]
+name = "x"
+[run]
+fail_fast = false
+[[run.tasks]]
+name = "a"
+[[run.tasks.steps]]
+exec = ["sh", "-c", "exit 3"]
+[[run.tasks]]
+name = "b"
+[[run.tasks.steps]]
+exec = ["true"]
+[[run.tasks.steps]]
+exec = ["true"]
+`)
+	c := f.runChain(t, m, 1, nil)
+	if len(c.inputs) != 3 || !c.inputs[1].Resume.Tasks[0].Failed {
+		t.Fatalf("%d runs; the second resumes from %+v", len(c.inputs), c.inputs[min(1, len(c.inputs)-1)].Resume)
+	}
+	if c.rec.Status != run.Failed || c.rec.ErrorCode == nil || *c.rec.ErrorCode != "EXEC_FAILED" || timeline(c.rec) != "failed,succeeded,succeeded" {
+		t.Fatalf("record %s %v, timeline %s", c.rec.Status, c.rec.ErrorCode, timeline(c.rec))
+	}
+}
+
+func TestJobRunTooLargeToContinueAsNew(t *testing.T) {
+	f := newFixture(t)
+	old := maxResumeBytes
+	maxResumeBytes = 100 // less than any input
+	t.Cleanup(func() { maxResumeBytes = old })
+	c := f.runChain(t, parseJob(t, countJob(1, 3, false, "")), 1, nil)
+	if len(c.inputs) != 1 || c.rec.Status != run.Succeeded {
+		t.Fatalf("%d runs, status %s; want one run that succeeds", len(c.inputs), c.rec.Status)
+	}
+}
