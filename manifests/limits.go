@@ -20,7 +20,7 @@ const (
 	// MaxStepsPerJob bounds the steps of all tasks of a job together. The
 	// workflow history no longer bounds it (a run continues as new every
 	// 500 steps, workflows/chain.go); the run record does: every step has
-	// a timeline entry in it (about 1 MB at 5,000 steps), rewritten as the
+	// a timeline entry in it (about 2.4 MB at 5,000 steps), rewritten as the
 	// step progresses.
 	MaxStepsPerJob = 5000
 	// MaxRunHistoryBytes bounds what a run's steps carry into its workflow
