@@ -285,3 +285,24 @@ func TestJobRunTooLargeToContinueAsNew(t *testing.T) {
 		t.Fatalf("%d runs, status %s; want one run that succeeds", len(c.inputs), c.rec.Status)
 	}
 }
+
+// TestLineRunStageContinuesAsNew: a line run's stage whose job run
+// continues as new is waited for to the end of the chain, with its
+// outputs.
+func TestLineRunStageContinuesAsNew(t *testing.T) {
+	old := maxStepsPerRun
+	maxStepsPerRun = 1
+	t.Cleanup(func() { maxStepsPerRun = old })
+	f := newFixture(t)
+	in := lineInput(t, lineHead+"[[stages]]\nid = \"a\"\njob = \"hello\"\n", nil)
+	in.Jobs["a"] = StageJob{JobName: "count", JobVersionID: "jv_count", Manifest: parseJob(t, countJob(1, 3, false, ""))}
+	res, rec := f.runLine(t, in, nil)
+	if res.Status != run.Succeeded || len(rec.Stages) != 1 {
+		t.Fatalf("status %s %+v, stages %+v", res.Status, res.Failure, rec.Stages)
+	}
+	jr := f.store.runs[*rec.Stages[0].JobRunID]
+	seen := jr.ResultPayload["outputs"].(map[string]any)["seen"]
+	if jr.Status != run.Succeeded || !manifests.Equal(seen, []any{"0.0", "0.1", "0.2"}) {
+		t.Fatalf("stage job run %s, seen %v", jr.Status, seen)
+	}
+}
