@@ -13,7 +13,7 @@ import (
 // A long job run is a chain of Temporal runs of one workflow (the ID stays
 // jobrun/<id>): every step adds about six events to a run's history, and
 // Temporal ends a run at 51,200 events (and slows down well before). So a
-// run continues as new between steps, after maxStepsPerRun steps or when
+// run continues as new between steps, after MaxStepsPerRun steps or when
 // Temporal suggests it, handing the next run what it needs to go on
 // (JobRunResume): each task's progress (done, paused at a step with the
 // sandbox it acquired, or not begun), the outputs, costs and failures so
@@ -31,15 +31,23 @@ import (
 // continue as new (runs started before replay as they ran, in one run).
 const continueAsNewChange = "jobrun-continue-as-new"
 
-// maxStepsPerRun bounds the steps one Temporal run of a job run runs (about
-// 3,000 history events). A variable for tests.
-var maxStepsPerRun = 500
+// MaxStepsPerRun bounds the steps one Temporal run of a job run runs (about
+// 3,000 history events). A variable for tests, which lower it. Each run
+// records the bounds it runs with (a side effect in its history), so a
+// change of them does not change how runs in flight replay.
+var MaxStepsPerRun = 500
 
 // maxResumeBytes bounds the JSON encoding of the input a run continues as
 // new with (the manifest, the params and the progress): Temporal refuses a
 // payload over 2 MB. A run whose carry would be larger goes on in the same
 // Temporal run, and says so in the worker's log. A variable for tests.
 var maxResumeBytes = 3 << 19 // 1.5 MB
+
+// chainBounds are the bounds a Temporal run of a job run continues as new
+// by, recorded in its history.
+type chainBounds struct {
+	Steps, ResumeBytes int
+}
 
 // JobRunResume is where a job run that continued as new goes on from.
 type JobRunResume struct {
@@ -80,8 +88,10 @@ const (
 
 // chain is a job run's part in its chain of Temporal runs.
 type chain struct {
-	// chained: this run may continue as new (continueAsNewChange).
+	// chained: this run may continue as new (continueAsNewChange), by
+	// bounds.
 	chained bool
+	bounds  chainBounds
 	// deadline is when run.timeout ends the run, for the whole chain.
 	deadline *time.Time
 	// stepsRun counts the steps this Temporal run ran.
@@ -95,6 +105,13 @@ type chain struct {
 // resume sets up the run from what an earlier run of its chain carried.
 func (jr *jobRun) resume(ctx workflow.Context) {
 	jr.chained = workflow.GetVersion(ctx, continueAsNewChange, workflow.DefaultVersion, 1) == 1
+	if jr.chained {
+		current := chainBounds{Steps: MaxStepsPerRun, ResumeBytes: maxResumeBytes}
+		rec := workflow.SideEffect(ctx, func(workflow.Context) any { return current })
+		if rec.Get(&jr.bounds) != nil {
+			jr.bounds = current
+		}
+	}
 	r := jr.in.Resume
 	if r == nil {
 		return
@@ -116,13 +133,13 @@ func (jr *jobRun) pause(ctx workflow.Context) bool {
 	if jr.pausing || !jr.chained || jr.stepsRun == 0 || jr.tooLarge {
 		return jr.pausing
 	}
-	if jr.stepsRun < maxStepsPerRun && !workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+	if jr.stepsRun < jr.bounds.Steps && !workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 		return false
 	}
-	if n := jr.resumeSize(); n > maxResumeBytes {
+	if n := jr.resumeSize(); n > jr.bounds.ResumeBytes {
 		jr.tooLarge = true
 		workflow.GetLogger(ctx).Warn("job run cannot continue as new: what it carries is too large, it goes on in this run",
-			"RunID", jr.in.RunID, "bytes", n, "limit", maxResumeBytes)
+			"RunID", jr.in.RunID, "bytes", n, "limit", jr.bounds.ResumeBytes)
 		return false
 	}
 	jr.pausing = true
@@ -137,7 +154,7 @@ func (jr *jobRun) resumeSize() int {
 	//workflowcheck:ignore (JSON encoding is deterministic)
 	b, err := json.Marshal(in)
 	if err != nil {
-		return maxResumeBytes + 1
+		return jr.bounds.ResumeBytes + 1
 	}
 	return len(b)
 }

@@ -32,9 +32,9 @@ type chainRun struct {
 // the input each one continued as new with; setup(env, n) prepares run n.
 func (f *fixture) runChain(t *testing.T, m manifests.JobManifest, perRun int, setup func(env *testsuite.TestWorkflowEnvironment, n int)) chainRun {
 	t.Helper()
-	old := maxStepsPerRun
-	maxStepsPerRun = perRun
-	t.Cleanup(func() { maxStepsPerRun = old })
+	old := MaxStepsPerRun
+	MaxStepsPerRun = perRun
+	t.Cleanup(func() { MaxStepsPerRun = old })
 	id := run.NewJobRunID()
 	f.store.runs[id] = store.JobRun{ID: id, Status: run.Queued}
 	applied, ps := manifests.ApplyParams(m.Job.Params, nil)
@@ -290,9 +290,9 @@ func TestJobRunTooLargeToContinueAsNew(t *testing.T) {
 // continues as new is waited for to the end of the chain, with its
 // outputs.
 func TestLineRunStageContinuesAsNew(t *testing.T) {
-	old := maxStepsPerRun
-	maxStepsPerRun = 1
-	t.Cleanup(func() { maxStepsPerRun = old })
+	old := MaxStepsPerRun
+	MaxStepsPerRun = 1
+	t.Cleanup(func() { MaxStepsPerRun = old })
 	f := newFixture(t)
 	in := lineInput(t, lineHead+"[[stages]]\nid = \"a\"\njob = \"hello\"\n", nil)
 	in.Jobs["a"] = StageJob{JobName: "count", JobVersionID: "jv_count", Manifest: parseJob(t, countJob(1, 3, false, ""))}

@@ -22,8 +22,9 @@ func TestReplayRecordedHistories(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no recorded histories in testdata/histories: record them with FACTORY_RECORD_HISTORIES=1 go test -run TestRecordReplayHistories ./cmd/factoryd")
 	}
-	// The histories must cover what the manager and the job run do.
-	for _, want := range []string{"jobrun-", "linerun-loop", "linerun-select"} {
+	// The histories must cover what the manager and the job run do,
+	// a job run that continued as new included (TestRecordChainHistories).
+	for _, want := range []string{"jobrun-greet", "jobrun-chain-", "linerun-loop", "linerun-select"} {
 		found := false
 		for _, f := range files {
 			found = found || strings.HasPrefix(filepath.Base(f), want)
