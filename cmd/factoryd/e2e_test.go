@@ -29,7 +29,7 @@ const e2eToken = "e2e-secret-token"
 // TestMain lets the test binary act as factoryd for the restart test.
 func TestMain(m *testing.M) {
 	if os.Getenv("FACTORYD_E2E_CHILD") == "1" {
-		// A recorder's short chains of job runs (e2e_chain_record_test.go).
+		// A recorder's short chains of job runs (e2e_chain_test.go).
 		if n, err := strconv.Atoi(os.Getenv("FACTORYD_E2E_STEPS_PER_RUN")); err == nil && n > 0 {
 			workflows.MaxStepsPerRun = n
 		}
