@@ -116,7 +116,8 @@ func (w *logWriter) close() {
 }
 
 // append writes data, preceded by the report of output given up before,
-// retrying with backoff for up to w.retry.
+// retrying with backoff for up to w.retry, each attempt for up to a third
+// of it.
 func (w *logWriter) append(data []byte) error {
 	if w.lost > 0 {
 		data = append([]byte(fmt.Sprintf("--- %d bytes of %s lost: the store did not take them ---\n", w.lost, w.stream)), data...)
@@ -125,7 +126,11 @@ func (w *logWriter) append(data []byte) error {
 	b.InitialInterval, b.MaxInterval = min(100*time.Millisecond, w.retry/5), 2*time.Second
 	ctx := context.WithoutCancel(w.ctx)
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		return struct{}{}, w.store.AppendStepLog(ctx, w.runID, w.step, w.stream, data)
+		// One attempt is bounded too: a connection that hangs (a network
+		// partition, not a refusal) is given up and the append retried.
+		actx, cancel := context.WithTimeout(ctx, max(w.retry/3, 10*time.Millisecond))
+		defer cancel()
+		return struct{}{}, w.store.AppendStepLog(actx, w.runID, w.step, w.stream, data)
 	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(w.retry), backoff.WithNotify(func(err error, next time.Duration) {
 		logAppendRetries.Inc()
 		if w.logger != nil {

@@ -76,6 +76,50 @@ func TestLogSurvivesStoreOutage(t *testing.T) {
 	}
 }
 
+// hangingStore is a store whose first appends hang until their context
+// ends (a connection that no longer answers).
+type hangingStore struct {
+	outageStore
+	hangs int
+}
+
+func (s *hangingStore) AppendStepLog(ctx context.Context, runID, step, stream string, data []byte) error {
+	s.mu.Lock()
+	hang := s.hangs > 0
+	if hang {
+		s.hangs--
+	}
+	s.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.outageStore.AppendStepLog(ctx, runID, step, stream, data)
+}
+
+// TestLogSurvivesHangingStore: an append that hangs is given up after a
+// third of the retry window and retried; the output is stored once, in
+// order, within the window.
+func TestLogSurvivesHangingStore(t *testing.T) {
+	st := &hangingStore{hangs: 2}
+	a := &Activities{Store: st, LogRetry: 3 * time.Second}
+	w := a.newLogWriter(context.Background(), "jr_1", "t/s", "stdout")
+	retries := testutil.ToFloat64(logAppendRetries)
+	began := time.Now()
+	_, _ = w.Write([]byte("one\n"))
+	_, _ = w.Write([]byte("two\n"))
+	w.close()
+	if got := st.text(); got != "one\ntwo\n" {
+		t.Fatalf("stored %q", got)
+	}
+	if took := time.Since(began); took > 3*time.Second {
+		t.Fatalf("the appends took %s: a hung attempt was not given up", took)
+	}
+	if d := testutil.ToFloat64(logAppendRetries) - retries; d < 2 {
+		t.Errorf("%v retries counted, want 2", d)
+	}
+}
+
 // TestLogLossReported: output the store never takes is given up at the end
 // of the step, counted in the metrics; a loss in mid-step is reported by a
 // marker line in the log once the store takes appends again.

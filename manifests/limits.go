@@ -18,9 +18,11 @@ const (
 	MaxDepth = 64
 	// MaxStepsPerTask bounds the steps of one task.
 	MaxStepsPerTask = 5000
-	// MaxStepsPerJob bounds the steps of all tasks of a job together: a
-	// step costs about 6 events of the run's workflow history, whose limit
-	// in Temporal is 51,200 events.
+	// MaxStepsPerJob bounds the steps of all tasks of a job together. The
+	// workflow history no longer bounds it (a run continues as new every
+	// 500 steps, workflows/chain.go); the run record does: every step has
+	// a timeline entry in it (about 2.4 MB at 5,000 steps), rewritten as the
+	// step progresses.
 	MaxStepsPerJob = 5000
 	// MaxRunHistoryBytes bounds what a run's steps carry into its workflow
 	// history: its params travel with every step (Temporal's history size

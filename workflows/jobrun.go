@@ -28,6 +28,9 @@ type JobRunInput struct {
 	JobVersionID string
 	Manifest     manifests.JobManifest
 	Params       map[string]any
+	// Resume is where a run that continued as new goes on from (chain.go);
+	// nil when the run starts.
+	Resume *JobRunResume `json:",omitempty"`
 }
 
 // JobRunResult is how a job run ended.
@@ -76,14 +79,23 @@ func (n StopNote) cancelled() run.Outcome {
 	return run.Outcome{Status: run.Cancelled, ErrorCode: n.Code, FailureClass: n.Class, ErrorMessage: n.Message}
 }
 
-// stopNote is the StopNote signalled to the run, or a user's stop.
-func stopNote(ctx workflow.Context) StopNote {
-	note := StopNote{Code: run.CodeCancelled, Class: run.ClassUser, Message: "the run was stopped"}
-	var got StopNote
-	if workflow.GetSignalChannel(ctx, StopSignal).ReceiveAsync(&got) && got.Code != "" {
-		note = got
+// stopNote is the StopNote signalled to the run (or to an earlier run of
+// its chain, carried), or a user's stop.
+func (jr *jobRun) stopNote(ctx workflow.Context) StopNote {
+	if got, ok := receivedStopNote(ctx); ok {
+		return got
 	}
-	return note
+	if r := jr.in.Resume; r != nil && r.Stop != nil {
+		return *r.Stop
+	}
+	return StopNote{Code: run.CodeCancelled, Class: run.ClassUser, Message: "the run was stopped"}
+}
+
+// receivedStopNote is a StopNote signalled to this Temporal run, if any.
+func receivedStopNote(ctx workflow.Context) (StopNote, bool) {
+	var got StopNote
+	ok := workflow.GetSignalChannel(ctx, StopSignal).ReceiveAsync(&got) && got.Code != ""
+	return got, ok
 }
 
 // timeoutOutcome is the outcome of a run or step cut off by run.timeout.
@@ -105,24 +117,35 @@ type taskOutcome struct {
 	interrupted string
 	// lost: the sandbox's worker is gone.
 	lost bool
+	// state: not begun, paused at step next for the run to continue as
+	// new, or done.
+	state taskState
+	next  int
 }
 
 // JobRunWorkflow runs a job's tasks (in order, or in parallel up to
 // concurrency with fanout), each step an activity, then publishes the
 // reduced outputs. It records everything in the run record as it goes.
+// A long run continues as new between steps (chain.go): the runs of the
+// chain share the workflow ID, and the last one finishes the record.
 func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) {
 	jr := newJobRun(ctx, in)
-	if err := jr.start(); err != nil {
-		if ctx.Err() != nil { // stopped before it started: the record must not stay queued
-			return jr.finish(activities.FinishRunInput{Outcome: stopNote(ctx).cancelled()})
+	if in.Resume == nil {
+		if err := jr.start(); err != nil {
+			if ctx.Err() != nil { // stopped before it started: the record must not stay queued
+				return jr.finish(activities.FinishRunInput{Outcome: jr.stopNote(ctx).cancelled()})
+			}
+			return jr.finish(activities.FinishRunInput{Outcome: run.Fail(run.CodeInternalError, run.ClassPlatform, "the run could not be started: "+err.Error())})
 		}
-		return jr.finish(activities.FinishRunInput{Outcome: run.Fail(run.CodeInternalError, run.ClassPlatform, "the run could not be started: "+err.Error())})
 	}
 	jr.watchTimeout(ctx)
 	if *jr.m.Run.Fanout {
 		jr.runTasksInParallel(ctx)
 	} else {
 		jr.runTasksInOrder()
+	}
+	if jr.pausing && ctx.Err() == nil && jr.runCtx.Err() == nil {
+		return JobRunResult{}, jr.continueAsNew(ctx)
 	}
 	return jr.finish(jr.outcome(ctx))
 }
@@ -143,6 +166,7 @@ type jobRun struct {
 	anyFailed bool
 	// remote are the sandboxes on workers' own queues.
 	remote []activities.AcquireSandboxResult
+	chain
 }
 
 func newJobRun(ctx workflow.Context, in JobRunInput) *jobRun {
@@ -155,8 +179,10 @@ func newJobRun(ctx workflow.Context, in JobRunInput) *jobRun {
 		params[k] = v
 	}
 	claims := manifests.Claims(&m) //workflowcheck:ignore (keys are sorted)
-	return &jobRun{in: in, m: m, params: params, bookCtx: bookkeeping(ctx), claims: claims,
+	jr := &jobRun{in: in, m: m, params: params, bookCtx: bookkeeping(ctx), claims: claims,
 		outcomes: make([]taskOutcome, len(m.Run.Tasks))}
+	jr.resume(ctx)
+	return jr
 }
 
 // start marks the run record running.
@@ -195,26 +221,38 @@ func (jr *jobRun) finish(fin activities.FinishRunInput) (JobRunResult, error) {
 // workers (runs before it left them on disk).
 const remoteDefaultTeardownVersion = "remote-default-teardown"
 
-// watchTimeout makes the run's context, cancelled when run.timeout passes.
+// watchTimeout makes the run's context, cancelled when run.timeout passes:
+// at the deadline set when the chain's first run began.
 func (jr *jobRun) watchTimeout(ctx workflow.Context) {
 	jr.runCtx, jr.cancelRun = workflow.WithCancel(ctx)
-	if jr.m.Run.Timeout == "" {
+	if jr.in.Resume == nil && jr.m.Run.Timeout != "" {
+		if d, err := manifests.ParseDuration(jr.m.Run.Timeout); err == nil {
+			dl := workflow.Now(ctx).Add(d)
+			jr.deadline = &dl
+		}
+	}
+	if jr.deadline == nil {
 		return
 	}
-	if d, err := manifests.ParseDuration(jr.m.Run.Timeout); err == nil {
-		workflow.Go(jr.runCtx, func(gctx workflow.Context) {
-			if workflow.NewTimer(gctx, d).Get(gctx, nil) == nil {
-				jr.timedOut = true
-				jr.cancelRun()
-			}
-		})
+	left := jr.deadline.Sub(workflow.Now(ctx))
+	if left <= 0 { // passed while the chain continued as new
+		jr.timedOut = true
+		jr.cancelRun()
+		return
 	}
+	workflow.Go(jr.runCtx, func(gctx workflow.Context) {
+		if workflow.NewTimer(gctx, left).Get(gctx, nil) == nil {
+			jr.timedOut = true
+			jr.cancelRun()
+		}
+	})
 }
 
-// runTask runs task i and records its outcome; with fail_fast a failed task
-// cancels the others.
+// runTask runs task i (on from where an earlier run of the chain paused
+// it) and records its outcome; with fail_fast a failed task cancels the
+// others.
 func (jr *jobRun) runTask(tctx workflow.Context, i int) {
-	jr.outcomes[i] = runTask(tctx, jr.in, &jr.m, i, jr.params, jr.claims[jr.m.Run.Tasks[i].Name])
+	jr.outcomes[i] = jr.runTaskFrom(tctx, i, jr.outcomes[i])
 	if jr.outcomes[i].failed {
 		jr.anyFailed = true
 		if *jr.m.Run.FailFast {
@@ -224,10 +262,16 @@ func (jr *jobRun) runTask(tctx workflow.Context, i int) {
 }
 
 // runTasksInOrder runs the tasks one after the other until the run is
-// cancelled.
+// cancelled or pauses to continue as new.
 func (jr *jobRun) runTasksInOrder() {
 	for i := range jr.m.Run.Tasks {
 		if jr.runCtx.Err() != nil {
+			break
+		}
+		if jr.outcomes[i].state == taskDone { // in an earlier run of the chain
+			continue
+		}
+		if jr.outcomes[i].state == taskNotBegun && jr.pause(jr.runCtx) {
 			break
 		}
 		jr.runTask(jr.runCtx, i)
@@ -235,17 +279,24 @@ func (jr *jobRun) runTasksInOrder() {
 }
 
 // runTasksInParallel runs the tasks up to run.concurrency at a time
-// (fanout) until the run is cancelled, and waits for those started.
+// (fanout) until the run is cancelled or pauses to continue as new, and
+// waits for those started.
 func (jr *jobRun) runTasksInParallel(ctx workflow.Context) {
 	limit := *jr.m.Run.Concurrency
 	running := 0
 	done := workflow.NewBufferedChannel(ctx, len(jr.m.Run.Tasks))
 	for i := range jr.m.Run.Tasks {
+		if jr.outcomes[i].state == taskDone { // in an earlier run of the chain
+			continue
+		}
 		if running >= limit {
 			done.Receive(ctx, nil)
 			running--
 		}
 		if jr.runCtx.Err() != nil {
+			break
+		}
+		if jr.outcomes[i].state == taskNotBegun && jr.pause(jr.runCtx) {
 			break
 		}
 		running++
@@ -289,7 +340,7 @@ func (jr *jobRun) outcome(ctx workflow.Context) activities.FinishRunInput {
 	}
 	switch {
 	case ctx.Err() != nil: // the run was stopped
-		fin.Outcome = stopNote(ctx).cancelled()
+		fin.Outcome = jr.stopNote(ctx).cancelled()
 	case jr.timedOut:
 		fin.Outcome = timeoutOutcome(fmt.Sprintf("the run exceeded run.timeout %s", m.Run.Timeout))
 	case jr.anyFailed:
@@ -305,23 +356,34 @@ func (jr *jobRun) outcome(ctx workflow.Context) activities.FinishRunInput {
 	return fin
 }
 
-// runTask acquires the task's sandbox and runs its steps in order; the first
-// failed step fails the task and skips the rest.
-func runTask(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti int, params map[string]any, claims map[string][]string) taskOutcome {
+// runTaskFrom acquires the task's sandbox and runs its steps in order; the
+// first failed step fails the task and skips the rest. A task paused by an
+// earlier run of the chain (out) goes on in the sandbox it acquired, from
+// its next step; a task pauses between steps when the run is to continue
+// as new.
+func (jr *jobRun) runTaskFrom(ctx workflow.Context, ti int, out taskOutcome) taskOutcome {
+	in, m, params, claims := jr.in, &jr.m, jr.params, jr.claims[jr.m.Run.Tasks[ti].Name]
 	task := m.Run.Tasks[ti]
-	var out taskOutcome
 	sbCfg := task.Sandbox
 	if sbCfg == nil {
 		sbCfg = m.Run.Sandbox
 	}
-	if !acquireTaskSandbox(ctx, in, m, ti, sbCfg, params, &out) {
+	resumed := out.state == taskPaused
+	out.state = taskDone // unless it pauses
+	if !resumed && !acquireTaskSandbox(ctx, in, m, ti, sbCfg, params, &out) {
 		return out
 	}
-	for si := range task.Steps {
+	for si := out.next; si < len(task.Steps); si++ {
 		if ctx.Err() != nil {
 			return out
 		}
-		if !runTaskStep(ctx, in, m, ti, si, sbCfg, params, claims, &out) {
+		if jr.pause(ctx) {
+			out.state, out.next = taskPaused, si
+			return out
+		}
+		ok := runTaskStep(ctx, in, m, ti, si, sbCfg, params, claims, &out)
+		jr.stepsRun++
+		if !ok {
 			return out
 		}
 	}

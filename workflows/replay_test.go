@@ -22,9 +22,10 @@ func TestReplayRecordedHistories(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no recorded histories in testdata/histories: record them with FACTORY_RECORD_HISTORIES=1 go test -run TestRecordReplayHistories ./cmd/factoryd")
 	}
-	// The histories must cover what the manager, the job run and the
+	// The histories must cover what the manager, the job run (one that
+	// continued as new included: TestRecordChainHistories) and the
 	// schedule firings do, and firings begun before admit-in-activity.
-	for _, want := range []string{"jobrun-", "linerun-loop", "linerun-select", "schedulefire-line", "schedulefire-job",
+	for _, want := range []string{"jobrun-greet", "jobrun-chain-", "linerun-loop", "linerun-select", "schedulefire-line", "schedulefire-job",
 		"schedulefire-line-v0", "schedulefire-job-v0"} {
 		found := false
 		for _, f := range files {

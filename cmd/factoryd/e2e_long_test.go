@@ -3,13 +3,19 @@ package main
 // End to end: the longest job the deploy limits allow runs to the end.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 // longJob is a job of tasks × perTask steps that each run `true`; its
@@ -40,9 +46,38 @@ func (d *daemon) getRaw(path string) (int, []byte) {
 	return resp.StatusCode, data
 }
 
+// chainOf follows a workflow's chain of runs back from its latest (each
+// run's first event names the run it continued) and returns the number of
+// history events of each run, first run first.
+func chainOf(t *testing.T, c client.Client, workflowID string) []int {
+	t.Helper()
+	var events []int
+	for runID := ""; ; {
+		it := c.GetWorkflowHistory(context.Background(), workflowID, runID, false, 0)
+		n, prev := 0, ""
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				prev = ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+			}
+			n++
+		}
+		events = append(events, n)
+		if prev == "" {
+			slices.Reverse(events)
+			return events
+		}
+		runID = prev
+	}
+}
+
 // TestEndToEndLongJob: a job of 5,000 steps (the per-job limit) succeeds
-// within Temporal's history limit, its timeline holds 5,000 succeeded
-// entries, and the run's GET and the run lists stay usable.
+// in a chain of Temporal runs (it continues as new every 500 steps), its
+// timeline holds 5,000 succeeded entries, and the run's GET and the run
+// lists stay usable.
 func TestEndToEndLongJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIPPING: a 5,000-step job takes minutes (-short)")
@@ -52,7 +87,9 @@ func TestEndToEndLongJob(t *testing.T) {
 	// when a step's update rewrote the whole timeline in the run's
 	// document (two thirds of factoryd's CPU, quadratic in the steps);
 	// 1m17s (65 steps/s) with one row per step and summary lists that do
-	// not read the timelines.
+	// not read the timelines. The run continues as new every 500 steps
+	// (10 Temporal runs of ~2,800 events each). The wait allows for a
+	// loaded machine.
 	const tasks, perTask = 10, 500
 	const steps = tasks * perTask
 	env := append(robustEnv(t, t.TempDir()), "FACTORY_SANDBOX_ISOLATION=none")
@@ -63,7 +100,7 @@ func TestEndToEndLongJob(t *testing.T) {
 	began := time.Now()
 	id := d.start("long", nil)
 	// Polled through the summary list: the full run is a megabyte.
-	got := waitFor(t, "the long run", 15*time.Minute, func() map[string]any {
+	got := waitFor(t, "the long run", 45*time.Minute, func() map[string]any {
 		for _, r := range d.list("/jobs/long/runs?fields=summary") {
 			if r["id"] == id {
 				return r
@@ -81,6 +118,18 @@ func TestEndToEndLongJob(t *testing.T) {
 	t.Logf("%d steps: %v in %s (%.1f steps/s)", steps, got["status"], took.Round(time.Second), float64(steps)/took.Seconds())
 	if got["status"] != "succeeded" {
 		t.Fatalf("run %s: %v %v %v", id, got["status"], got["error_code"], got["error_message"])
+	}
+	// The run continued as new between steps: a chain of Temporal runs
+	// under one workflow ID, none of them near the history limit.
+	runs := chainOf(t, temporalClient(t, d), run.JobRunWorkflowID(id))
+	t.Logf("%d Temporal runs of %s: %v events", len(runs), run.JobRunWorkflowID(id), runs)
+	if len(runs) < steps/1000 {
+		t.Fatalf("%d Temporal runs for %d steps: the run did not continue as new", len(runs), steps)
+	}
+	for _, n := range runs {
+		if n > 10000 {
+			t.Fatalf("a Temporal run of %d events (runs %v)", n, runs)
+		}
 	}
 
 	code, body := d.getRaw("/job-runs/" + id)

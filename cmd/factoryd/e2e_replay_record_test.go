@@ -131,7 +131,13 @@ func (d *daemon) startLine(name, manifest string) string {
 // JSON the replayer reads.
 func saveHistory(t *testing.T, c client.Client, workflowID, file string) {
 	t.Helper()
-	it := c.GetWorkflowHistory(context.Background(), workflowID, "", false, 0)
+	saveRunHistory(t, c, workflowID, "", file)
+}
+
+// saveRunHistory writes one run's history (runID "": the latest).
+func saveRunHistory(t *testing.T, c client.Client, workflowID, runID, file string) {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), workflowID, runID, false, 0)
 	hist := &historypb.History{}
 	for it.HasNext() {
 		ev, err := it.Next()

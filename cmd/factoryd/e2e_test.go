@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/linefactory/linefactory/cmd/internal/embedded"
 	"github.com/linefactory/linefactory/internal/testwait"
 	"github.com/linefactory/linefactory/manifests/manifesttest"
+	"github.com/linefactory/linefactory/workflows"
 )
 
 const e2eToken = "e2e-secret-token"
@@ -30,6 +32,10 @@ const e2eToken = "e2e-secret-token"
 // TestMain lets the test binary act as factoryd for the restart test.
 func TestMain(m *testing.M) {
 	if os.Getenv("FACTORYD_E2E_CHILD") == "1" {
+		// A recorder's short chains of job runs (e2e_chain_test.go).
+		if n, err := strconv.Atoi(os.Getenv("FACTORYD_E2E_STEPS_PER_RUN")); err == nil && n > 0 {
+			workflows.MaxStepsPerRun = n
+		}
 		os.Exit(runServe(nil))
 	}
 	if os.Getenv("FACTORYD_E2E_ATTACK") == "temporal" {
