@@ -1,6 +1,7 @@
 package api
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -170,42 +171,25 @@ func knowledgeSchemas() openapi3.Schemas {
 }
 
 // runSchemas are the schemas of job runs and line runs and their requests.
+// Each run schema describes its response type in runviews.go member by
+// member (TestRunSchemasAreTheResponseTypes): a pointer member is nullable,
+// an omitempty one is absent rather than null.
 func runSchemas() openapi3.Schemas {
-	usageLine := obj(map[string]*openapi3.Schema{"model!": str(), "input_tokens!": integer(), "output_tokens!": integer()}, nil)
-	knowledgeRef := obj(map[string]*openapi3.Schema{"slug!": str(), "version_id!": str(), "version_number!": integer(), "content_hash!": str()}, nil)
-	timelineEntry := obj(map[string]*openapi3.Schema{"name!": str(), "action!": str(), "status!": str(), "task_name!": str(),
-		"sandbox_name": strN(), "agent_session_id": strN(), "started_at": dtN(), "completed_at": dtN(), "error_message": strN(),
-		"error_code": strN(), "failure_class": strN(), "error_details": freeObjectN(), "exit_code": intN(), "compute_command_id": strN(),
-		"inference_cost_cents": integer(), "usage": arr(usageLine),
-		"attempt": integer(), "attempts": arr(obj(map[string]*openapi3.Schema{"attempt!": integer(), "started_at!": dt()}, nil))}, nil)
-	jobRun := obj(map[string]*openapi3.Schema{"id!": str(), "job_name!": str(), "job_version_id!": str(), "status!": str(),
-		"region!": strN(), "run_params!": freeObject(), "result_payload!": freeObjectN(), "step_timeline!": arr(timelineEntry),
-		"artifact_refs!": arr(freeObject()), "started_at!": dtN(), "completed_at!": dtN(), "error_message!": strN(), "created_at!": dt(),
-		"compute_cost_cents": integer(), "inference_cost_cents": integer(), "total_cost_cents": integer(), "cost_rated_at": dtN(),
-		"error_code": strN(), "failure_class": strN(), "error_details": freeObjectN(), "line_run_id": strN(), "stage_name": strN(),
-		"workflow_id": str(), "stop_reason": strN(), "knowledge_versions": arr(knowledgeRef)}, nil)
+	jobRun := jobRunSchema()
 	startRun := obj(map[string]*openapi3.Schema{"params": freeObject(), "version_id": str()}, nil)
 	stopRun := obj(map[string]*openapi3.Schema{"reason": strN()}, nil)
-	stageSummary := obj(map[string]*openapi3.Schema{"stage_name!": str(), "stage_order!": integer(), "iteration!": integer(), "status!": str(),
-		"outcome": strN(), "job_run_id": strN(), "compute_cost_cents": integer(), "inference_cost_cents": integer(), "total_cost_cents": integer(),
-		"cost_rated_at": dtN(), "started_at": dtN(), "completed_at": dtN(), "artifact_count": integer(),
-		"carried": boolean()}, nil)
-	failureSchema := obj(map[string]*openapi3.Schema{"code": strN(), "domain": enumOf(run.Domains()),
-		"error_code": strN(), "failure_class": strN(), "error_message": strN(), "stage_name": strN(), "stage_step": strN(), "task_name": strN(),
-		"error_details": freeObjectN()}, nil)
-	failureSchema.Nullable = true
-	trigger := obj(map[string]*openapi3.Schema{"source!": str(), "provider": strN(), "event_name": strN(), "delivery_id": strN(), "payload": freeObject()}, nil)
-	turn := obj(map[string]*openapi3.Schema{"workflow_run_id!": str(), "state!": str(), "started_at": dtN()}, nil)
-	lineRun := obj(map[string]*openapi3.Schema{"id!": str(), "line_name!": str(), "status!": str(), "trigger!": trigger, "created_at!": dt(),
-		"line_version_id": strN(), "region": strN(), "run_params": freeObject(), "stages": arr(stageSummary), "artifact_count": integer(),
-		"artifacts": arr(freeObject()), "compute_cost_cents": integer(), "inference_cost_cents": integer(), "total_cost_cents": integer(),
-		"cost_rated_at": dtN(), "error_message": strN(), "failure": failureSchema, "manager_turns": arr(turn), "triggered_by_actor": freeObjectN(),
-		"started_at": dtN(), "completed_at": dtN(), "transitions": arr(freeObject()), "stage_outputs": freeObject(), "workflow_id": str(),
-		"retry_of": strN(), "stop_reason": strN()}, nil)
 	control := obj(map[string]*openapi3.Schema{"action!": enum("select", "retry"), "from_stage": str(), "transition_id": str(), "option": str(), "reason": str()}, nil)
 	startLine := obj(map[string]*openapi3.Schema{"params": freeObject()}, nil)
+	source := map[string]*openapi3.Schema{"source!": str(), "provider": strN(), "event_name": strN(), "delivery_id": strN()}
+	trigger := obj(with(source, map[string]*openapi3.Schema{"payload": freeObject()}), nil)
+	transition := obj(map[string]*openapi3.Schema{"id!": str(), "from!": str(), "to!": str(), "option": str(), "iteration": integer(),
+		"taken_at": dt(), "reason": str(), "decided_by": str(), "decided_at": dt(), "router_error": str()}, nil)
+	lineRun := obj(with(lineRunFieldSchemas(), map[string]*openapi3.Schema{"trigger!": trigger, "transitions": arr(transition),
+		"stage_outputs": openapi3.NewObjectSchema().WithAdditionalProperties(freeObject()), "workflow_id": str(), "retry_of": str(), "stop_reason": str()}), nil)
 	return openapi3.Schemas{
 		"LineRun":             lineRun.NewRef(),
+		"LineRunListItem":     obj(with(lineRunFieldSchemas(), map[string]*openapi3.Schema{"trigger!": trigger}), nil).NewRef(),
+		"LineRunSummary":      obj(with(lineRunFieldSchemas(), map[string]*openapi3.Schema{"trigger!": obj(source, nil)}), nil).NewRef(),
 		"TriggerPayload":      freeObject().NewRef(),
 		"LineRunStartRequest": startLine.NewRef(),
 		"ControlRequest":      control.NewRef(),
@@ -214,6 +198,62 @@ func runSchemas() openapi3.Schemas {
 		"JobRunStartRequest":  startRun.NewRef(),
 		"StopRequest":         stopRun.NewRef(),
 	}
+}
+
+// with is props and more in one new map.
+func with(props, more map[string]*openapi3.Schema) map[string]*openapi3.Schema {
+	out := make(map[string]*openapi3.Schema, len(props)+len(more))
+	maps.Copy(out, props)
+	maps.Copy(out, more)
+	return out
+}
+
+// jobRunSchema is the schema of JobRunResponse.
+func jobRunSchema() *openapi3.Schema {
+	usageLine := obj(map[string]*openapi3.Schema{"model!": str(), "input_tokens!": integer(), "output_tokens!": integer()}, nil)
+	knowledgeRef := obj(map[string]*openapi3.Schema{"slug!": str(), "version_id!": str(), "version_number!": integer(), "content_hash!": str()}, nil)
+	timelineEntry := obj(map[string]*openapi3.Schema{"name!": str(), "action!": str(), "status!": str(), "task_name!": str(),
+		"sandbox_name": strN(), "agent_session_id": strN(), "started_at": dtN(), "completed_at": dtN(), "error_message": strN(),
+		"error_code": strN(), "failure_class": strN(), "error_details": freeObjectN(), "exit_code": intN(), "compute_command_id": strN(),
+		"inference_cost_cents": integer(), "usage": arr(usageLine),
+		"attempt": integer(), "attempts": arr(obj(map[string]*openapi3.Schema{"attempt!": integer(), "started_at!": dt()}, nil))}, nil)
+	gatewayUsage := obj(map[string]*openapi3.Schema{"requests!": integer(), "input_tokens!": integer(), "output_tokens!": integer(),
+		"micro_cents!": integer(), "unpriced_models": arr(str())}, nil)
+	gatewayUsage.Description = "what the run's steps drew through the inference gateway; absent when they drew nothing"
+	return obj(map[string]*openapi3.Schema{"id!": str(), "job_name!": str(), "job_version_id!": str(), "status!": str(),
+		"region!": strN(), "run_params!": freeObject(), "result_payload!": freeObjectN(), "step_timeline!": arr(timelineEntry),
+		"artifact_refs!": arr(freeObject()), "started_at!": dtN(), "completed_at!": dtN(), "error_message!": strN(), "created_at!": dt(),
+		"compute_cost_cents": integer(), "inference_cost_cents": integer(), "total_cost_cents": integer(), "cost_rated_at": dtN(),
+		"error_code": strN(), "failure_class": strN(), "error_details": freeObjectN(), "line_run_id": str(), "stage_name": str(),
+		"workflow_id": str(), "stop_reason": str(), "knowledge_versions": arr(knowledgeRef), "gateway_usage": gatewayUsage}, nil)
+}
+
+// lineRunFieldSchemas are the members every shape of a line run has
+// (LineRunFields), but its trigger.
+func lineRunFieldSchemas() map[string]*openapi3.Schema {
+	stageVisit := obj(map[string]*openapi3.Schema{"stage_name!": str(), "stage_order!": integer(), "iteration!": integer(), "status!": str(),
+		"outcome": strN(), "job_run_id": strN(), "compute_cost_cents": integer(), "inference_cost_cents": integer(), "total_cost_cents": integer(),
+		"cost_rated_at": dtN(), "started_at": dtN(), "completed_at": dtN(), "artifact_count": integer(),
+		"carried": boolean()}, nil)
+	failure := obj(map[string]*openapi3.Schema{"code": strN(), "domain": enumOf(run.Domains()),
+		"error_code": strN(), "failure_class": strN(), "error_message": strN(), "stage_name": strN(), "stage_step": strN(), "task_name": strN(),
+		"error_details": freeObjectN()}, nil).WithNullable()
+	turn := obj(map[string]*openapi3.Schema{"workflow_run_id!": str(), "state!": str(), "started_at": dtN()}, nil)
+	instructions := obj(map[string]*openapi3.Schema{"slug!": str(), "version_id!": str(), "version_number!": integer(), "content_hash!": str(),
+		"use": described(str(), "agent.instructions or transitions.<id>.instructions")}, nil)
+	option := obj(map[string]*openapi3.Schema{"name!": str(), "label": strN(), "to!": str()}, nil)
+	waiting := described(obj(map[string]*openapi3.Schema{"transition_id!": str(), "from!": str(), "options!": arr(option).WithNullable(),
+		"since!": dt(), "expires_at!": dt(), "router_error": strN()}, nil).WithNullable(), "the agentic transition waiting for a select; null when none")
+	routerCall := obj(map[string]*openapi3.Schema{"transition_id!": str(), "iteration!": integer(), "model!": str(), "input_tokens!": integer(),
+		"output_tokens!": integer(), "micro_cents!": integer(), "unpriced": boolean(), "option": str(), "error": str(), "at!": dt()}, nil)
+	fields := map[string]*openapi3.Schema{"id!": str(), "line_name!": str(), "status!": str(), "created_at!": dt(),
+		"line_version_id": strN(), "region": strN(), "run_params": freeObject(), "stages": arr(stageVisit), "artifact_count": integer(),
+		"artifacts": arr(freeObject()), "compute_cost_cents": integer(), "inference_cost_cents": integer(), "total_cost_cents": integer(),
+		"cost_rated_at": dtN(), "error_message": strN(), "failure": failure, "manager_turns": arr(turn), "triggered_by_actor": freeObjectN(),
+		"started_at": dtN(), "completed_at": dtN(), "knowledge_versions": arr(instructions),
+		"router_calls": arr(routerCall), "router_cost_cents": integer()}
+	fields[string(run.Waiting)] = waiting // the member is named after the status it goes with
+	return fields
 }
 
 // accessSchemas are the schemas of errors and tokens.
@@ -272,12 +312,12 @@ var operations = map[string]opSpec{
 	"POST /factory/lines/{name}/deploy":                     {summary: "Deploy a line (201; 200 when identical to the latest)", request: "LineDeployRequest", toml: true, success: 201, response: ref("LineDeployment"), deploy: true},
 	"GET /factory/lines":                                    {summary: "List lines by name", success: 200, response: list("LineListItem"), query: []string{"limit", "offset"}},
 	"POST /factory/lines/{name}/runs":                       {summary: "Start a line run (the manual trigger)", request: "LineRunStartRequest", success: 201, response: ref("LineRun"), noSame: true},
-	"GET /factory/lines/{name}/runs":                        {summary: "List a line's runs, newest first", success: 200, response: list("LineRun"), query: []string{"limit", "offset"}},
+	"GET /factory/lines/{name}/runs":                        {summary: "List a line's runs, newest first", success: 200, response: list("LineRunListItem"), query: []string{"limit", "offset"}},
 	"GET /factory/line-runs/{run_id}":                       {summary: "Get a line run with its transitions and stage outputs", success: 200, response: ref("LineRun")},
 	"POST /factory/line-runs/{run_id}/stop":                 {summary: "Stop a line run (a finished run is unchanged)", request: "StopRequest", success: 202, response: ref("LineRun")},
 	"POST /factory/line-runs/{run_id}/control":              {summary: "Control a line run: select an option, or retry a failed run as a new run", request: "ControlRequest", success: 202, response: ref("LineRun")},
-	"POST /factory/webhooks/{path}":                         {summary: "Start a run of every line whose webhook trigger has this path (202; 200 with the earlier runs for a repeated X-Delivery-Id)", request: "TriggerPayload", success: 202, response: list("LineRun")},
-	"POST /factory/integrations/{provider}/events":          {summary: "Deliver a provider event to every matching integration trigger (202; 200 for a repeated X-Delivery-Id)", request: "TriggerPayload", success: 202, response: list("LineRun")},
+	"POST /factory/webhooks/{path}":                         {summary: "Start a run of every line whose webhook trigger has this path (202; 200 with the earlier runs for a repeated X-Delivery-Id)", request: "TriggerPayload", success: 202, response: list("LineRunListItem")},
+	"POST /factory/integrations/{provider}/events":          {summary: "Deliver a provider event to every matching integration trigger (202; 200 for a repeated X-Delivery-Id)", request: "TriggerPayload", success: 202, response: list("LineRunListItem")},
 	"GET /factory/lines/{name}":                             {summary: "Get a line and its latest deployment", success: 200, response: ref("Line")},
 	"PUT /factory/lines/{name}/schedule":                    {summary: "Create or replace a line's schedule", request: "LineScheduleRequest", success: 200, response: ref("LineSchedule")},
 	"GET /factory/lines/{name}/schedule":                    {summary: "Get a line's schedule", success: 200, response: ref("LineSchedule")},

@@ -39,7 +39,7 @@ func init() {
 	operations["GET /job-runs"] = opSpec{summary: "List the runs of every job, newest first", success: 200, response: list("JobRun"),
 		query: []string{"limit", "offset", "status", "job", "job_name", "line_run_id", "since"}}
 	operations["GET /factory/line-runs"] = opSpec{summary: "List the runs of every line, newest first (list items, without transitions and stage outputs)", success: 200,
-		response: list("LineRun"), query: []string{"limit", "offset", "status", "line", "line_name", "since"}}
+		response: list("LineRunListItem"), query: []string{"limit", "offset", "status", "line", "line_name", "since"}}
 	operations["GET /factory/line-runs/{run_id}/logs"] = opSpec{summary: "Step output of every stage of a line run: text/plain (stage by stage, each step headed " +
 		"\"==> stage task/step <==\"), or Server-Sent Events with follow=true until the run ends; every log event has an id, send it back as Last-Event-ID to resume",
 		success: 200, query: []string{"follow"}, text: true}

@@ -37,6 +37,13 @@ func init() {
 			operations[key] = op
 		}
 	}
+	// Line run lists likewise: LineRunListItem or LineRunSummary items.
+	for _, key := range []string{"GET /factory/lines/{name}/runs", "GET /factory/line-runs"} {
+		if op, ok := operations[key]; ok {
+			op.response = arr(&openapi3.Schema{AnyOf: openapi3.SchemaRefs{ref("LineRunListItem"), ref("LineRunSummary")}}).NewRef()
+			operations[key] = op
+		}
+	}
 }
 
 // summaryRequested reads ?fields: true for "summary", false when absent.

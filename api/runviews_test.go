@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/linefactory/linefactory/store"
 	"github.com/linefactory/linefactory/store/storetest"
@@ -215,6 +218,7 @@ func TestRunViewsAreTheStoredDocuments(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			storedNeverNull(t, jr.ID, doc)
 			got, err := st.GetJobRun(ctx, created.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -236,6 +240,7 @@ func TestRunViewsAreTheStoredDocuments(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			storedNeverNull(t, lr.ID, doc)
 			sameJSON(t, "stored line run "+lr.ID, doc, mustJSON(t, lineRunResponse(got)))
 			items, err := st.ListLineRunsJSON(ctx, store.LineRunFilter{LineName: lr.LineName})
 			if err != nil {
@@ -248,6 +253,27 @@ func TestRunViewsAreTheStoredDocuments(t *testing.T) {
 			sameJSON(t, "listed line run summary "+lr.ID, oldSummary(t, items[0]), mustJSON(t, lineRunSummary(got)))
 		}
 	})
+}
+
+// storedNeverNull: a stored run document, even of a record created with
+// nothing set, has its neverNull members as [] or {}, never null (what the
+// run schemas say of them).
+func storedNeverNull(t *testing.T, id string, doc []byte) {
+	t.Helper()
+	m, _ := decodeJSON(t, doc).(map[string]any)
+	for path := range neverNull {
+		var v any = m
+		for _, k := range strings.Split(path, ".") {
+			v = v.(map[string]any)[k]
+			if v == nil {
+				break
+			}
+		}
+		top, _, _ := strings.Cut(path, ".")
+		if _, has := m[top]; has && v == nil {
+			t.Errorf("stored run %s: %s is null (or missing): %s", id, path, doc)
+		}
+	}
 }
 
 // TestRunSummaryDropsWhatTheTypesLeaveOut: the members summarizeRun cuts
@@ -268,22 +294,216 @@ func TestRunSummaryDropsWhatTheTypesLeaveOut(t *testing.T) {
 	}
 }
 
-// TestRunSchemasDescribeTheResponseTypes: every member the OpenAPI
-// document gives a run schema is a member of its response type (the type
-// is the definition; the document may leave members out, not invent them).
-func TestRunSchemasDescribeTheResponseTypes(t *testing.T) {
-	s := New(Config{}, nil)
-	doc, err := s.OpenAPI()
+// runSchemaTypes are the run schemas of the OpenAPI document and the
+// response types they describe.
+var runSchemaTypes = map[string]reflect.Type{
+	"JobRun":          reflect.TypeFor[JobRunResponse](),
+	"JobRunSummary":   reflect.TypeFor[JobRunSummary](),
+	"LineRun":         reflect.TypeFor[LineRunResponse](),
+	"LineRunListItem": reflect.TypeFor[LineRunListItem](),
+	"LineRunSummary":  reflect.TypeFor[LineRunSummary](),
+}
+
+// neverNull are the list and object members the store never leaves null
+// (normalizeJobRun and normalizeLineRun write [] and {} for them), so their
+// schemas are not nullable; every other slice or map member without
+// omitempty may be null. Paths are from a run's top.
+var neverNull = map[string]bool{"run_params": true, "step_timeline": true, "artifact_refs": true, "knowledge_versions": true,
+	"stages": true, "artifacts": true, "manager_turns": true, "transitions": true, "stage_outputs": true, "trigger.payload": true}
+
+// schemaCheck compares a schema with a Go response type, recording every
+// difference.
+type schemaCheck struct{ problems []string }
+
+func (c *schemaCheck) errorf(format string, args ...any) {
+	c.problems = append(c.problems, fmt.Sprintf(format, args...))
+}
+
+// jsonMember is one member of a struct's JSON object.
+type jsonMember struct {
+	typ       reflect.Type
+	omitempty bool
+}
+
+// jsonMembers are the members encoding/json gives a struct type (embedded
+// structs without a name are merged).
+func jsonMembers(typ reflect.Type, out map[string]jsonMember) map[string]jsonMember {
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case !f.IsExported() || name == "-":
+		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+			jsonMembers(f.Type, out)
+		default:
+			if name == "" {
+				name = f.Name
+			}
+			out[name] = jsonMember{typ: f.Type, omitempty: strings.Contains(","+opts+",", ",omitempty,")}
+		}
+	}
+	return out
+}
+
+// resolved is s with a nullable reference ({nullable, allOf: [ref]})
+// followed, and whether the value may be null.
+func resolved(s *openapi3.Schema) (*openapi3.Schema, bool) {
+	nullable := s.Nullable
+	for len(s.AllOf) == 1 && s.Type.IsEmpty() && len(s.Properties) == 0 {
+		s = s.AllOf[0].Value
+		nullable = nullable || s.Nullable
+	}
+	return s, nullable
+}
+
+// object checks an object schema against a struct type: the same members
+// both ways, each with its type and nullability, required only when
+// always present.
+func (c *schemaCheck) object(path string, typ reflect.Type, s *openapi3.Schema) {
+	members := jsonMembers(typ, map[string]jsonMember{})
+	for name, m := range members {
+		p := s.Properties[name]
+		if p == nil || p.Value == nil {
+			c.errorf("%s: the schema lacks %q, which %s has", path, name, typ)
+			continue
+		}
+		if m.omitempty && slices.Contains(s.Required, name) {
+			c.errorf("%s.%s is required but %s omits it when empty", path, name, typ)
+		}
+		c.member(strings.TrimPrefix(path+"."+name, "."), m, p.Value)
+	}
+	for name := range s.Properties {
+		if _, ok := members[name]; !ok {
+			c.errorf("%s: the schema has %q, which %s has not", path, name, typ)
+		}
+	}
+}
+
+// member checks a member's nullability and then its value.
+func (c *schemaCheck) member(path string, m jsonMember, s *openapi3.Schema) {
+	s, nullable := resolved(s)
+	k := m.typ.Kind()
+	canBeNull := !m.omitempty && (k == reflect.Pointer || (k == reflect.Slice || k == reflect.Map) && !neverNull[path])
+	if nullable != canBeNull {
+		c.errorf("%s: nullable is %v, want %v (%s, omitempty %v)", path, nullable, canBeNull, m.typ, m.omitempty)
+	}
+	c.value(path, m.typ, s)
+}
+
+// value checks a schema's type against a Go type, walking into lists,
+// maps and objects.
+func (c *schemaCheck) value(path string, typ reflect.Type, s *openapi3.Schema) {
+	if typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	s, _ = resolved(s)
+	want := map[reflect.Kind]string{reflect.String: "string", reflect.Int: "integer", reflect.Int64: "integer", reflect.Bool: "boolean",
+		reflect.Slice: "array", reflect.Map: "object", reflect.Struct: "object", reflect.Interface: ""}[typ.Kind()]
+	if typ == reflect.TypeFor[time.Time]() {
+		want = "string"
+		if s.Format != "date-time" {
+			c.errorf("%s: format %q, want date-time", path, s.Format)
+		}
+	}
+	if want != "" && !s.Type.Is(want) {
+		c.errorf("%s: type %v, want %s (%s)", path, s.Type, want, typ)
+	}
+	switch {
+	case typ.Kind() == reflect.Slice && s.Items != nil:
+		c.value(path+"[]", typ.Elem(), s.Items.Value)
+	case typ.Kind() == reflect.Slice:
+		c.errorf("%s: an array without items", path)
+	case typ.Kind() == reflect.Map && typ.Elem().Kind() == reflect.Interface:
+		if s.AdditionalProperties.Has != nil && !*s.AdditionalProperties.Has {
+			c.errorf("%s: a free object that allows no members", path)
+		}
+	case typ.Kind() == reflect.Map && s.AdditionalProperties.Schema != nil:
+		c.value(path+"{}", typ.Elem(), s.AdditionalProperties.Schema.Value)
+	case typ.Kind() == reflect.Map:
+		c.errorf("%s: an object without the schema of its values (%s)", path, typ.Elem())
+	case typ.Kind() == reflect.Struct && typ != reflect.TypeFor[time.Time]():
+		c.object(path, typ, s)
+	}
+}
+
+// checkRunSchemas compares every run schema of doc with its response type.
+func checkRunSchemas(t *testing.T, doc *openapi3.T) []string {
+	t.Helper()
+	var c schemaCheck
+	for name, typ := range runSchemaTypes {
+		ref := doc.Components.Schemas[name]
+		if ref == nil || ref.Value == nil {
+			c.errorf("no schema %s", name)
+			continue
+		}
+		n := len(c.problems)
+		c.object("", typ, ref.Value)
+		for i := n; i < len(c.problems); i++ {
+			if strings.HasPrefix(c.problems[i], ": ") {
+				c.problems[i] = name + c.problems[i]
+			} else {
+				c.problems[i] = name + "." + c.problems[i]
+			}
+		}
+	}
+	slices.Sort(c.problems)
+	return c.problems
+}
+
+func runViewsDoc(t *testing.T) *openapi3.T {
+	t.Helper()
+	doc, err := New(Config{}, nil).OpenAPI()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, view := range map[string]any{"JobRun": jobRunResponse(richJobRun()), "JobRunSummary": jobRunSummary(richJobRun()),
-		"LineRun": lineRunResponse(richLineRun())} {
-		members := decodeView(t, view)
-		for prop := range doc.Components.Schemas[name].Value.Properties {
-			if _, ok := members[prop]; !ok {
-				t.Errorf("the OpenAPI schema %s has %q, which its response type has not", name, prop)
+	return doc
+}
+
+// TestRunSchemasAreTheResponseTypes: every run schema of the OpenAPI
+// document has exactly the members of its response type, at every depth,
+// with their types and nullability; and the check sees a member missing on
+// either side, deep or not, and a wrong nullability.
+func TestRunSchemasAreTheResponseTypes(t *testing.T) {
+	if problems := checkRunSchemas(t, runViewsDoc(t)); len(problems) > 0 {
+		t.Fatalf("the run schemas differ from the response types:\n%s", strings.Join(problems, "\n"))
+	}
+	prop := func(s *openapi3.Schema, path ...string) *openapi3.Schema {
+		for _, p := range path {
+			if p == "[]" {
+				s = s.Items.Value
+			} else {
+				s = s.Properties[p].Value
 			}
+		}
+		return s
+	}
+	for what, c := range map[string]struct {
+		change func(doc *openapi3.T)
+		want   string
+	}{
+		"member missing": {func(doc *openapi3.T) { delete(doc.Components.Schemas["JobRun"].Value.Properties, "gateway_usage") },
+			`JobRun: the schema lacks "gateway_usage"`},
+		"deep member missing": {func(doc *openapi3.T) {
+			delete(prop(doc.Components.Schemas["LineRun"].Value, "waiting", "options", "[]").Properties, "label")
+		}, `waiting.options[]: the schema lacks "label"`},
+		"member invented": {func(doc *openapi3.T) {
+			doc.Components.Schemas["LineRunSummary"].Value.Properties["bogus"] = str().NewRef()
+		},
+			`the schema has "bogus"`},
+		"deep member invented": {func(doc *openapi3.T) {
+			prop(doc.Components.Schemas["JobRun"].Value, "step_timeline", "[]", "usage", "[]").Properties["bogus"] = str().NewRef()
+		}, `step_timeline[].usage[]: the schema has "bogus"`},
+		"wrong nullability": {func(doc *openapi3.T) { prop(doc.Components.Schemas["LineRun"].Value, "waiting").Nullable = false },
+			`waiting: nullable is false`},
+		"wrong type": {func(doc *openapi3.T) {
+			doc.Components.Schemas["LineRunListItem"].Value.Properties["router_cost_cents"] = str().NewRef()
+		}, `router_cost_cents: type`},
+	} {
+		doc := runViewsDoc(t)
+		c.change(doc)
+		problems := checkRunSchemas(t, doc)
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, c.want) }) {
+			t.Errorf("%s: the check did not see it (want %q): %q", what, c.want, problems)
 		}
 	}
 }
