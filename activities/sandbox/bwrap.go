@@ -126,7 +126,7 @@ func (l *Local) startIsolated(sb Sandbox, p *execPlan, r *running, n *sandboxNet
 	}
 	argv := append(append(append([]string{bwrap}, args...), "--"), p.argv...)
 	path := bwrap
-	if r.group != nil && !r.group.v2 {
+	if r.group != nil && !r.group.v2 && !traceJoin(r.group) {
 		argv, path = shim(r.group.procsFiles(), argv), "/bin/sh"
 	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: "/", Env: p.env, Stdout: stdout, Stderr: stderr, ExtraFiles: fds.files,

@@ -192,7 +192,10 @@ func groupPids(dir string) []int {
 // the group of the v1 hierarchy in which case the freezer's twin is used to
 // stop them forking meanwhile), then removes the groups.
 func killCgroup(dir string, v2 bool) {
-	if _, err := os.Stat(dir); err != nil {
+	// The kernel removes a group only while no process is in it and it has
+	// no child group: a group that goes at once had nothing left to kill
+	// (the usual end of a command, whose processes all ended with it).
+	if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
 		return
 	}
 	if v2 {

@@ -279,7 +279,7 @@ func (l *Local) startIn(sb Sandbox, p *execPlan, r *running, n *sandboxNet) erro
 // a shim.
 func startHost(p *execPlan, r *running, n *sandboxNet, stdout, stderr *os.File) error {
 	argv := p.argv
-	if r.group != nil && !r.group.v2 {
+	if r.group != nil && !r.group.v2 && !traceJoin(r.group) {
 		argv = shim(r.group.procsFiles(), argv)
 	}
 	path, _ := exec.LookPath(argv[0])
@@ -306,7 +306,13 @@ func startOn(cmd *exec.Cmd, n *sandboxNet, r *running, name string) error {
 	if n != nil {
 		ns = n.ns
 	}
-	wait, err := startOnThread(cmd, ns)
+	var atStart func(int) error
+	if traceJoin(r.group) {
+		cmd.SysProcAttr.Ptrace = true
+		files := r.group.procsFiles()
+		atStart = func(pid int) error { return joinAtExec(pid, files) }
+	}
+	wait, err := startOnThread(cmd, ns, atStart)
 	if err != nil {
 		return errorf(CodeExecFailed, err, "start %q", name)
 	}
@@ -316,7 +322,8 @@ func startOn(cmd *exec.Cmd, n *sandboxNet, r *running, name string) error {
 
 // shimScript writes the shell's own pid into each cgroup.procs file named
 // (their count first), then execs the command: it joins its cgroups before
-// the command runs (cgroup v1, where a process cannot be cloned into one).
+// the command runs (cgroup v1, where a process cannot be cloned into one),
+// when the command cannot be started traced (tracejoin.go).
 const shimScript = `n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ >"$1" || exit 125; shift; n=$((n-1)); done; exec "$@"`
 
 func shim(files, argv []string) []string {

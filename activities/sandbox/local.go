@@ -49,6 +49,9 @@ type Local struct {
 	building map[string]bool         // sandboxes being provisioned now
 	owner    string                  // marks step processes as this process's
 
+	stmu   sync.Mutex
+	states map[string]stateEntry // sandbox name → its state file as last read or written (statecache.go)
+
 	netmu sync.Mutex
 	nets  map[string]*netEntry // sandbox name → its commands' network namespace
 
@@ -85,7 +88,7 @@ func NewLocalWith(dir string, o Options) (*Local, error) {
 	}
 	_ = os.Chmod(abs, 0o700)
 	sum := sha256.Sum256([]byte(abs))
-	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, building: map[string]bool{}, nets: map[string]*netEntry{},
+	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, building: map[string]bool{}, nets: map[string]*netEntry{}, states: map[string]stateEntry{},
 		groupPrefix: hex.EncodeToString(sum[:4]), owner: processID(os.Getpid()), isolation: o.Isolation}, nil
 }
 
@@ -104,10 +107,23 @@ func (l *Local) load(name string) (Sandbox, error) {
 	if !nameRE.MatchString(name) {
 		return Sandbox{}, errorf(CodeNotFound, nil, "invalid sandbox name %q", name)
 	}
-	data, err := os.ReadFile(l.statePath(name))
+	f, err := os.Open(l.statePath(name))
 	if errors.Is(err, fs.ErrNotExist) {
+		l.remember(name, Sandbox{}, nil)
 		return Sandbox{}, errorf(CodeNotFound, nil, "sandbox %q does not exist", name)
 	}
+	if err != nil {
+		return Sandbox{}, errorf(CodeFileOperation, err, "read sandbox %q", name)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Sandbox{}, errorf(CodeFileOperation, err, "read sandbox %q", name)
+	}
+	if sb, ok := l.cached(name, fi); ok {
+		return sb, nil
+	}
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return Sandbox{}, errorf(CodeFileOperation, err, "read sandbox %q", name)
 	}
@@ -115,6 +131,7 @@ func (l *Local) load(name string) (Sandbox, error) {
 	if err := json.Unmarshal(data, &sb); err != nil {
 		return Sandbox{}, errorf(CodeFileOperation, err, "sandbox %q state", name)
 	}
+	l.remember(name, sb, fi) // the open file: the version just read
 	return sb, nil
 }
 
@@ -123,11 +140,27 @@ func (l *Local) save(sb Sandbox) error {
 	if err != nil {
 		return err
 	}
-	tmp := l.statePath(sb.Name) + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	// A file of its own per write: the version renamed into place holds
+	// only this write, so what the cache keeps matches it.
+	f, err := os.CreateTemp(l.dir(sb.Name), "state.json.*.tmp")
+	if err != nil {
 		return errorf(CodeFileOperation, err, "save sandbox %q", sb.Name)
 	}
-	return os.Rename(tmp, l.statePath(sb.Name))
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		_ = os.Remove(f.Name())
+		return errorf(CodeFileOperation, err, "save sandbox %q", sb.Name)
+	}
+	if err := os.Rename(f.Name(), l.statePath(sb.Name)); err != nil {
+		_ = os.Remove(f.Name())
+		l.remember(sb.Name, Sandbox{}, nil)
+		return err
+	}
+	// Stated through the descriptor after the rename (which changes the
+	// file's ctime): the version written, wherever the path points now.
+	fi, _ := f.Stat()
+	l.remember(sb.Name, sb, fi)
+	return nil
 }
 
 // Get returns a sandbox by name.
@@ -241,6 +274,7 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 		removeCgroups(sb)
 		l.dropNet(name)
 		_ = os.RemoveAll(l.dir(name))
+		l.remember(name, Sandbox{}, nil)
 		if ctx.Err() != nil {
 			return Sandbox{}, ctx.Err()
 		}
@@ -526,7 +560,9 @@ func (l *Local) Delete(_ context.Context, name string) error {
 	removeCgroups(sb)
 	l.cgmu.Unlock()
 	l.dropNet(name)
-	if err := os.RemoveAll(l.dir(name)); err != nil {
+	err = os.RemoveAll(l.dir(name))
+	l.remember(name, Sandbox{}, nil)
+	if err != nil {
 		return errorf(CodeFileOperation, err, "delete sandbox %q", name)
 	}
 	return nil

@@ -121,7 +121,7 @@ func (n *sandboxNet) attachSlirp(env []string) error {
 	serr := &headWriter{max: 4096} // it lives as long as the sandbox: keep its first words only
 	slirp.Stderr = serr
 	slirp.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	wait, err := startOnThread(slirp, nil)
+	wait, err := startOnThread(slirp, nil, nil)
 	readyW.Close()
 	if err != nil {
 		return fmt.Errorf("slirp4netns: %w", err)
@@ -345,8 +345,10 @@ func (l *Local) Close() {
 // Pdeathsig follows the forking thread, and the thread, having changed
 // namespace, must not run anything else. wait lets the command be reaped
 // and returns a channel that gets cmd.Wait's result; until it is called
-// the command's pid stays valid.
-func startOnThread(cmd *exec.Cmd, ns *os.File) (wait func() <-chan error, err error) {
+// the command's pid stays valid. atStart, if not nil, runs on that thread
+// right after the start (joinAtExec for a traced command); its error is
+// startOnThread's, the command reaped.
+func startOnThread(cmd *exec.Cmd, ns *os.File, atStart func(pid int) error) (wait func() <-chan error, err error) {
 	started := make(chan error, 1)
 	release := make(chan struct{})
 	waitc := make(chan error, 1)
@@ -360,6 +362,13 @@ func startOnThread(cmd *exec.Cmd, ns *os.File) (wait func() <-chan error, err er
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return
+		}
+		if atStart != nil {
+			if err := atStart(cmd.Process.Pid); err != nil {
+				_ = cmd.Wait()
+				started <- err
+				return
+			}
 		}
 		started <- nil
 		<-release
