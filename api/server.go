@@ -367,12 +367,14 @@ func (s *Server) authMiddleware(scope string) gin.HandlerFunc {
 
 // touchToken records that a token was used. A failure is logged, never
 // answered: the request itself is authorized.
-func (s *Server) touchToken(c *gin.Context, tok store.Token) {
+func (s *Server) touchToken(c *gin.Context, tok *cachedToken) {
 	now := s.cfg.Now()
-	if tok.LastUsedAt != nil && now.Sub(*tok.LastUsedAt) < store.TokenTouchInterval {
+	claimed, undo := tok.claimTouch(now)
+	if !claimed {
 		return
 	}
 	if err := s.store.TouchToken(c.Request.Context(), tok.ID, now); err != nil {
+		undo()
 		s.log.WarnContext(c.Request.Context(), "record token use", slog.String("request_id", requestID(c)),
 			slog.String("token", tok.Name), slog.String("error", err.Error()))
 	}

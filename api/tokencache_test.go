@@ -75,3 +75,37 @@ func TestTokenCacheHit(t *testing.T) {
 		t.Fatalf("after purge: %v, %d calls", err, calls)
 	}
 }
+
+// TestTokenCacheTouchOnce: a cached token's use is recorded once per
+// TokenTouchInterval however many requests share the lookup, again after
+// the interval, and again at once when the write failed.
+func TestTokenCacheTouchOnce(t *testing.T) {
+	var tc tokenCache
+	old := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	lookup := func(_ context.Context, key string) (store.Token, error) {
+		return store.Token{ID: "tok_1", Hash: key, LastUsedAt: &old}, nil
+	}
+	ct, err := tc.find(context.Background(), "k", lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := old.Add(store.TokenTouchInterval)
+	claims := 0
+	for i := 0; i < 100; i++ {
+		if ok, _ := ct.claimTouch(now.Add(time.Duration(i) * time.Millisecond)); ok {
+			claims++
+		}
+	}
+	if claims != 1 {
+		t.Fatalf("%d touches claimed within the interval, want 1", claims)
+	}
+	later := now.Add(store.TokenTouchInterval)
+	ok, undo := ct.claimTouch(later)
+	if !ok {
+		t.Fatal("no touch claimed after the interval")
+	}
+	undo()
+	if ok, _ := ct.claimTouch(later.Add(time.Millisecond)); !ok {
+		t.Fatal("no touch claimed after a failed write")
+	}
+}
