@@ -128,37 +128,27 @@ func BenchmarkIssue14(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = srv.Stop() }()
-	tc, err := client.Dial(client.Options{HostPort: srv.FrontendAddr(), Namespace: "default", Credentials: client.NewAPIKeyStaticCredentials(srv.APIKey()),
-		Logger: tlog.NewStructuredLogger(slog.New(slog.NewJSONHandler(io.Discard, nil))), ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}, TLSDisabled: true}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	tc := dialBench(b, srv.FrontendAddr(), srv.APIKey())
 	defer tc.Close()
-	w := worker.New(tc, benchBareQueue, worker.Options{})
-	w.RegisterWorkflowWithOptions(bareSteps, workflow.RegisterOptions{Name: "BenchBareSteps"})
-	w.RegisterWorkflowWithOptions(bareThree, workflow.RegisterOptions{Name: "BenchBareThree"})
-	w.RegisterWorkflowWithOptions(bareStage, workflow.RegisterOptions{Name: "BenchBareStage"})
-	w.RegisterActivityWithOptions(benchTrue, activity.RegisterOptions{Name: "BenchTrue"})
-	if err := w.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
+	stopBare := startBare(b, tc)
+	defer stopBare()
 	e := &benchEnv{b: b, tc: tc, token: "bench-token", temporalKey: srv.APIKey(),
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConns * 2, MaxConnsPerHost: benchConns * 2}}}
 	e.forkMs = e.measureForkExec()
 
-	// SQLite.
+	// SQLite: each factoryd its own data dir and store ("" below).
 	sqliteDir := filepath.Join(dir, "sqlite")
-	sqliteDSN := filepath.Join(sqliteDir, "factory.db")
 	if benchRows("steps") {
-		e.isolatedSteps("SQLite", 1.1, sqliteDir, sqliteDSN, srv.FrontendAddr())
+		e.isolatedSteps("SQLite", 1.1, sqliteDir, "", srv.FrontendAddr())
 	}
 	if benchRows("lines") {
-		stop := e.serve(sqliteDir, sqliteDSN, srv.FrontendAddr(), "")
-		e.setup()
-		e.lineWall()
-		e.lineThroughput()
-		stop()
+		for _, temporalAddr := range []string{"", srv.FrontendAddr()} {
+			stop := e.serve(sqliteDir+"-lines-"+topologyOf(temporalAddr).dir(), "", temporalAddr, "")
+			e.setup()
+			e.lineWall(topologyOf(temporalAddr))
+			e.lineThroughput(topologyOf(temporalAddr))
+			stop()
+		}
 	}
 
 	pg := os.Getenv("FACTORY_TEST_POSTGRES_DSN")
@@ -171,7 +161,7 @@ func BenchmarkIssue14(b *testing.B) {
 			e.isolatedSteps("PostgreSQL", 1.3, pgDir, dsn, srv.FrontendAddr())
 		}
 		if benchRows("reads") {
-			stop := e.serve(pgDir, dsn, srv.FrontendAddr(), "")
+			stop := e.serve(pgDir+"-reads", dsn, "", "")
 			e.setup()
 			e.reads(dsn)
 			stop()
@@ -189,25 +179,65 @@ func benchRows(group string) bool {
 	return v == "" || slices.Contains(strings.Split(v, ","), group)
 }
 
-// isolatedSteps measures the step overhead on one database twice, with
-// FACTORY_SANDBOX_ISOLATION=none (the orchestration alone) and with bwrap
-// (the default: orchestration and isolation), each against bare Temporal.
-func (e *benchEnv) isolatedSteps(db string, goalRatio float64, dataDir, dsn, temporalAddr string) {
-	for _, iso := range []string{"none", "bwrap"} {
-		stop := e.serve(dataDir, dsn, temporalAddr, iso)
+// topology is how factoryd meets Temporal in a row: in one process with
+// its own embedded server (make run, the default: a process that is the
+// only worker hands a step to itself, eagerly, as bare Temporal does), or
+// apart, against an external Temporal server (how API and workers scale out:
+// every step goes to the queue of the worker that holds its sandbox, which
+// Temporal cannot dispatch eagerly).
+type topology string
+
+const (
+	oneProcess topology = "one process"
+	apart      topology = "external Temporal"
+)
+
+func topologyOf(temporalAddr string) topology {
+	if temporalAddr == "" {
+		return oneProcess
+	}
+	return apart
+}
+
+func (t topology) dir() string {
+	return map[topology]string{oneProcess: "embedded", apart: "external"}[t]
+}
+
+// isolatedSteps measures the step overhead on one database: in one process
+// with FACTORY_SANDBOX_ISOLATION=none (the orchestration alone) and with
+// bwrap (the default: orchestration and isolation), and against the
+// external Temporal server (steps routed to the worker's own queue) without
+// isolation; each against bare Temporal on the same server.
+func (e *benchEnv) isolatedSteps(db string, goalRatio float64, dataDir, dsn, externalAddr string) {
+	for _, c := range []struct{ temporalAddr, iso string }{{"", "none"}, {"", "bwrap"}, {externalAddr, "none"}} {
+		t := topologyOf(c.temporalAddr)
+		stop := e.serve(dataDir+"-"+t.dir()+"-"+c.iso, dsn, c.temporalAddr, c.iso)
 		e.setup()
-		e.stepOverhead(db+", isolation "+iso, goalRatio)
+		e.stepOverhead(fmt.Sprintf("%s, %s, isolation %s", db, t, c.iso), goalRatio)
 		stop()
 	}
 }
 
-// serve runs factoryd in this process against the shared Temporal server
-// and returns its stop. isolation sets FACTORY_SANDBOX_ISOLATION ("" keeps
-// the environment's or the default).
+// serve runs factoryd in this process and returns its stop. With
+// temporalAddr "" it starts its own embedded Temporal server, as `make run`
+// does, and until stop the bench's client and bare worker use that server;
+// else factoryd uses the server at temporalAddr (the bench's own). isolation
+// sets FACTORY_SANDBOX_ISOLATION ("" keeps the environment's or the default);
+// dsn "" is a SQLite store in dataDir.
 func (e *benchEnv) serve(dataDir, dsn, temporalAddr, isolation string) func() {
 	b := e.b
+	if dsn == "" {
+		dsn = filepath.Join(dataDir, "factory.db")
+	}
 	args := []string{"--addr", "127.0.0.1:0", "--data-dir", dataDir, "--database-url", dsn,
-		"--temporal-address", temporalAddr, "--temporal-ui-addr", "off", "--log-level", "error"}
+		"--temporal-ui-addr", "off", "--log-level", "error"}
+	port := 0
+	if temporalAddr != "" {
+		args = append(args, "--temporal-address", temporalAddr)
+	} else {
+		port = freePort(b)
+		args = append(args, "--temporal-port", fmt.Sprint(port))
+	}
 	if isolation != "" {
 		args = append(args, "--sandbox-isolation", isolation)
 	}
@@ -216,7 +246,9 @@ func (e *benchEnv) serve(dataDir, dsn, temporalAddr, isolation string) func() {
 		b.Fatal(err)
 	}
 	cfg.BootstrapToken = e.token
-	cfg.TemporalAuth.APIKey = e.temporalKey
+	if temporalAddr != "" {
+		cfg.TemporalAuth.APIKey = e.temporalKey
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -229,12 +261,54 @@ func (e *benchEnv) serve(dataDir, dsn, temporalAddr, isolation string) func() {
 	case <-time.After(2 * time.Minute):
 		b.Fatal("factoryd did not start")
 	}
+	restore := func() {}
+	if temporalAddr == "" {
+		// The bench's client and bare worker move to factoryd's server.
+		key, err := os.ReadFile(filepath.Join(dataDir, "temporal", "api.key"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		tc := dialBench(b, fmt.Sprintf("127.0.0.1:%d", port), strings.TrimSpace(string(key)))
+		stopBare := startBare(b, tc)
+		prev := e.tc
+		e.tc = tc
+		restore = func() {
+			e.tc = prev
+			stopBare()
+			tc.Close()
+		}
+	}
 	return func() {
+		restore()
 		cancel()
 		if err := <-done; err != nil {
 			b.Errorf("factoryd: %v", err)
 		}
 	}
+}
+
+// dialBench connects the bench's Temporal client.
+func dialBench(b *testing.B, addr, apiKey string) client.Client {
+	tc, err := client.Dial(client.Options{HostPort: addr, Namespace: "default", Credentials: client.NewAPIKeyStaticCredentials(apiKey),
+		Logger: tlog.NewStructuredLogger(slog.New(slog.NewJSONHandler(io.Discard, nil))), ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}, TLSDisabled: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tc
+}
+
+// startBare starts the bare Temporal worker (not logging) on tc and returns
+// its stop.
+func startBare(b *testing.B, tc client.Client) func() {
+	w := worker.New(tc, benchBareQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(bareSteps, workflow.RegisterOptions{Name: "BenchBareSteps"})
+	w.RegisterWorkflowWithOptions(bareThree, workflow.RegisterOptions{Name: "BenchBareThree"})
+	w.RegisterWorkflowWithOptions(bareStage, workflow.RegisterOptions{Name: "BenchBareStage"})
+	w.RegisterActivityWithOptions(benchTrue, activity.RegisterOptions{Name: "BenchTrue"})
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	return w.Stop
 }
 
 func (e *benchEnv) call(method, path, ctype string, body []byte) (int, []byte) {
@@ -361,7 +435,7 @@ func (e *benchEnv) stepOverhead(db string, goalRatio float64) {
 
 // lineWall: one 3-stage line of one-step jobs, POST → manager done; bare:
 // three child workflows of one activity.
-func (e *benchEnv) lineWall() {
+func (e *benchEnv) lineWall(t topology) {
 	lf := func() float64 {
 		t0 := time.Now()
 		m := e.post("/factory/lines/three/runs", "application/json", nil, 201)
@@ -376,7 +450,7 @@ func (e *benchEnv) lineWall() {
 	as, bs := ab(benchSamples, lf, bare)
 	r := summarize(ratios(as, bs))
 	a := summarize(as)
-	e.rows = append(e.rows, benchRow{measure: "one 3-stage line of `true` jobs, wall time",
+	e.rows = append(e.rows, benchRow{measure: fmt.Sprintf("one 3-stage line of `true` jobs, wall time, %s", t),
 		now:  fmt.Sprintf("%s ms (bare %s ms: %.2f× (%.2f–%.2f))", a, summarize(bs), r.med, r.lo, r.hi),
 		goal: "≤ 3× bare, ≤ 300 ms", ratio: max(r.med/3, a.med/300)})
 	e.checkTurns()
@@ -398,7 +472,7 @@ func (e *benchEnv) checkTurns() {
 }
 
 // lineThroughput: benchLines line runs at once, runs/s; bare the same.
-func (e *benchEnv) lineThroughput() {
+func (e *benchEnv) lineThroughput(t topology) {
 	many := func(start func() (string, error)) float64 {
 		t0 := time.Now()
 		var wg sync.WaitGroup
@@ -446,7 +520,7 @@ func (e *benchEnv) lineThroughput() {
 	}
 	as, bs := ab(benchSamples, lf, bare)
 	r := summarize(ratios(as, bs))
-	e.rows = append(e.rows, benchRow{measure: fmt.Sprintf("line runs/s, %d concurrent, vs bare Temporal", benchLines),
+	e.rows = append(e.rows, benchRow{measure: fmt.Sprintf("line runs/s, %d concurrent, vs bare Temporal, %s", benchLines, t),
 		now:  fmt.Sprintf("%.2f× (%.2f–%.2f); %s vs bare %s runs/s", r.med, r.lo, r.hi, summarize(as), summarize(bs)),
 		goal: "≥ 0.8×", ratio: 0.8 / r.med})
 }
