@@ -1,0 +1,86 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Staging a command's mounts. bwrap runs as the sandbox's host user, who
+// cannot reach the data directory (0700 root) nor a harness file in a
+// private directory: bwrap resolves every source path as that user before
+// it binds it. So the thread that starts the command (startOnThread, as
+// root) first moves to a mount namespace of its own, a private copy of the
+// host's, mounts a small tmpfs over stageDir there and binds each source at
+// <stageDir>/<n>; bwrap, started from that thread, resolves and binds
+// those. Nothing of it is seen on the host (the copy is private), and the
+// namespace goes with the thread and the bwrap process that started in it.
+// The command itself is in bwrap's own mount namespace, which shows only
+// the mounts bwrap made.
+
+// stageDir is the top-level directory the staging tmpfs covers in the
+// staging namespace (never a source of the sandbox's view): the first of
+// a few that every host has.
+var stageDir = sync.OnceValue(func() string {
+	for _, d := range []string{"/run", "/mnt", "/srv", "/media"} {
+		if st, err := os.Lstat(d); err == nil && st.IsDir() {
+			return d
+		}
+	}
+	return "/run"
+})
+
+// stage lists the host paths a command's bwrap binds.
+type stage struct {
+	sources []string
+}
+
+// add stages host (a directory or any other file) and returns the path
+// bwrap binds it from.
+func (s *stage) add(host string) string {
+	s.sources = append(s.sources, host)
+	return filepath.Join(stageDir(), strconv.Itoa(len(s.sources)-1))
+}
+
+// mount moves the calling thread to a private copy of the host's mount
+// namespace and binds the sources at their staged paths. It runs on the
+// thread that then starts bwrap, which must run nothing else afterwards.
+func (s *stage) mount() error {
+	if len(s.sources) == 0 {
+		return nil
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil { // implies CLONE_FS
+		return fmt.Errorf("staging mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("staging mount namespace private: %w", err)
+	}
+	dir := stageDir()
+	if err := unix.Mount("linefactory-stage", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=1024"); err != nil {
+		return fmt.Errorf("staging tmpfs on %s: %w", dir, err)
+	}
+	for i, src := range s.sources {
+		target := filepath.Join(dir, strconv.Itoa(i))
+		var st unix.Stat_t
+		err := unix.Stat(src, &st)
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			err = unix.Mkdir(target, 0o755)
+		} else if err == nil { // a file, a socket...: a file to bind it on
+			var fd int
+			if fd, err = unix.Open(target, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644); err == nil {
+				unix.Close(fd)
+			}
+		}
+		if err == nil {
+			err = unix.Mount(src, target, "", unix.MS_BIND|unix.MS_REC, "")
+		}
+		if err != nil {
+			return fmt.Errorf("stage %s for the sandbox: %w", src, err)
+		}
+	}
+	return nil
+}
