@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // insideRoot is where an isolated command sees its workspace (its HOME).
@@ -33,13 +35,20 @@ func (a *fdArgs) add(f *os.File, closeAfter bool) string {
 	return strconv.Itoa(3 + len(a.files) - 1)
 }
 
-// data passes content as a file (an unlinked temporary file).
+// data passes content as a file: a memfd (no inode made on the data
+// directory's file system, whose inode allocator gets slow with the files
+// made and removed per command), or an unlinked file in dir where the
+// kernel has no memfd.
 func (a *fdArgs) data(dir string, content []byte) (string, error) {
-	f, err := os.CreateTemp(dir, ".bwrap-data-*")
-	if err != nil {
-		return "", err
+	var f *os.File
+	if fd, err := unix.MemfdCreate("bwrap-data", unix.MFD_CLOEXEC); err == nil {
+		f = os.NewFile(uintptr(fd), "bwrap-data")
+	} else {
+		if f, err = os.CreateTemp(dir, ".bwrap-data-*"); err != nil {
+			return "", err
+		}
+		_ = os.Remove(f.Name())
 	}
-	_ = os.Remove(f.Name())
 	if _, err := f.Write(content); err != nil {
 		f.Close()
 		return "", err
