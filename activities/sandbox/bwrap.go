@@ -116,9 +116,10 @@ func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs, st *stage) ([]st
 		}
 		args = append(args, "--perms", "0644", "--ro-bind-data", fd, f.path)
 	}
-	// The root (a tmpfs of bwrap's, owned by the step's user) and what
-	// was made on it: read-only, as the system view.
-	args = append(args, "--remount-ro", "/", "--chdir", p.insideDir)
+	// The root and /dev (tmpfs of bwrap's, owned by the step's user) and
+	// what was made on them: read-only, as the system view (the devices
+	// stay usable).
+	args = append(args, "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", p.insideDir)
 	return args, nil
 }
 

@@ -159,8 +159,9 @@ func TestIsolatedNoCapabilities(t *testing.T) {
 		res, out := run(t, l, ExecRequest{Sandbox: sb.Name, User: user, Argv: []string{
 			`grep -E '^(CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs):' /proc/self/status; ` +
 				`mount -t tmpfs x /workspace 2>/dev/null && echo MOUNTED; touch /etc/x 2>/dev/null && echo WROTE-ETC; ` +
-				`touch /x 2>/dev/null && echo WROTE-ROOT; true`}})
-		if res.ExitCode != 0 || strings.Contains(out, "MOUNTED") || strings.Contains(out, "WROTE-") {
+				`touch /x 2>/dev/null && echo WROTE-ROOT; touch /dev/x 2>/dev/null && echo WROTE-DEV; ` +
+				`echo x >/dev/null || echo NO-DEV-NULL; true`}})
+		if res.ExitCode != 0 || strings.Contains(out, "MOUNTED") || strings.Contains(out, "WROTE-") || strings.Contains(out, "NO-DEV") {
 			t.Fatalf("user %q: exit %d\n%s", user, res.ExitCode, out)
 		}
 		for _, want := range []string{"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
