@@ -81,7 +81,7 @@ func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs, st *stage) ([]st
 	args := []string{"--unshare-user", "--uid", inside, "--gid", inside, "--die-with-parent", "--new-session",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"}
 	args = append(args, systemView()...)
-	args = append(args, "--proc", "/proc", "--dev", "/dev", "--bind", st.add(l.tmpDir(sb.Name)), "/tmp",
+	args = append(args, "--proc", "/proc", "--dev-bind", st.addDev(), "/dev", "--bind", st.add(l.tmpDir(sb.Name)), "/tmp",
 		"--bind", st.add(sb.Root), insideRoot, "--dir", "/var/tmp")
 	for _, f := range p.readOnly {
 		f = filepath.Clean(f)
@@ -116,10 +116,9 @@ func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs, st *stage) ([]st
 		}
 		args = append(args, "--perms", "0644", "--ro-bind-data", fd, f.path)
 	}
-	// The root and /dev (tmpfs of bwrap's, owned by the step's user) and
-	// what was made on them: read-only, as the system view (the devices
-	// stay usable).
-	args = append(args, "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", p.insideDir)
+	// The root (a tmpfs of bwrap's, owned by the step's user) and what
+	// was made on it: read-only, as the system view. (/dev is root's.)
+	args = append(args, "--remount-ro", "/", "--chdir", p.insideDir)
 	return args, nil
 }
 

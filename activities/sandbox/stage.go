@@ -37,6 +37,29 @@ var stageDir = sync.OnceValue(func() string {
 // stage lists the host paths a command's bwrap binds.
 type stage struct {
 	sources []string
+	dev     bool
+}
+
+// devNodes are the devices of a sandbox's /dev (those bwrap's --dev gives).
+var devNodes = []struct {
+	name         string
+	major, minor uint32
+}{{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}}
+
+// devLinks are its symlinks.
+var devLinks = [][2]string{{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
+	{"/proc/self/fd/2", "stderr"}, {"pts/ptmx", "ptmx"}, {"/proc/kcore", "core"}}
+
+// addDev stages the command's /dev and returns the path bwrap binds it
+// from (--dev-bind). It is what bwrap's --dev makes, built by root in the
+// staging namespace: a tmpfs of root's (0755: the step writes nothing
+// there) with the devices above, their links, shm and a new devpts
+// instance at pts. Made by bwrap in the step's user namespace instead, it
+// would cost a second user namespace (bwrap's way to mount devpts there)
+// and a bind and a look at the mount table per device.
+func (s *stage) addDev() string {
+	s.dev = true
+	return filepath.Join(stageDir(), "dev")
 }
 
 // add stages host (a directory or any other file) and returns the path
@@ -50,7 +73,7 @@ func (s *stage) add(host string) string {
 // namespace and binds the sources at their staged paths. It runs on the
 // thread that then starts bwrap, which must run nothing else afterwards.
 func (s *stage) mount() error {
-	if len(s.sources) == 0 {
+	if len(s.sources) == 0 && !s.dev {
 		return nil
 	}
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil { // implies CLONE_FS
@@ -62,6 +85,11 @@ func (s *stage) mount() error {
 	dir := stageDir()
 	if err := unix.Mount("linefactory-stage", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=1024"); err != nil {
 		return fmt.Errorf("staging tmpfs on %s: %w", dir, err)
+	}
+	if s.dev {
+		if err := makeDev(filepath.Join(dir, "dev")); err != nil {
+			return fmt.Errorf("the sandbox's /dev: %w", err)
+		}
 	}
 	for i, src := range s.sources {
 		target := filepath.Join(dir, strconv.Itoa(i))
@@ -83,4 +111,32 @@ func (s *stage) mount() error {
 		}
 	}
 	return nil
+}
+
+// makeDev makes the command's /dev at dir (addDev).
+func makeDev(dir string) error {
+	if err := unix.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("linefactory-dev", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64"); err != nil {
+		return err
+	}
+	old := unix.Umask(0)
+	defer unix.Umask(old)
+	for _, d := range devNodes {
+		if err := unix.Mknod(filepath.Join(dir, d.name), unix.S_IFCHR|0o666, int(unix.Mkdev(d.major, d.minor))); err != nil {
+			return err
+		}
+	}
+	for _, l := range devLinks {
+		if err := unix.Symlink(l[0], filepath.Join(dir, l[1])); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{"shm", "pts"} {
+		if err := unix.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	return unix.Mount("devpts", filepath.Join(dir, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
 }
