@@ -212,3 +212,32 @@ func TestIsolatedShimJoin(t *testing.T) {
 		t.Fatalf("the step's file belongs to host uid %d, want the sandbox's %d", got, sb.HostUID)
 	}
 }
+
+// TestIsolatedDataDirUnderStage: a data directory under the directory the
+// staging tmpfs covers (stage.go) still gives the command its workspace.
+func TestIsolatedDataDirUnderStage(t *testing.T) {
+	if err := CheckIsolation(); err != nil {
+		t.Skipf("SKIPPING: this host cannot isolate sandboxes: %v", err)
+	}
+	dir, err := os.MkdirTemp(stageDir(), "linefactory-test-")
+	if err != nil {
+		t.Skipf("SKIPPING: cannot make a directory under %s: %v", stageDir(), err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	l, err := NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := acquire(t, l, Spec{Name: "understage"})
+	t.Cleanup(func() { _ = l.Delete(context.Background(), sb.Name) })
+	if err := os.WriteFile(filepath.Join(sb.Root, "given"), []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{"cat given; touch made"}})
+	if res.ExitCode != 0 || out != "from the host\n" {
+		t.Fatalf("exit %d: %q", res.ExitCode, out)
+	}
+	if _, err := os.Stat(filepath.Join(sb.Root, "made")); err != nil {
+		t.Fatal(err)
+	}
+}

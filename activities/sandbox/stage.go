@@ -82,6 +82,21 @@ func (s *stage) mount() error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("staging mount namespace private: %w", err)
 	}
+	// The sources are held open first: one may be under stageDir, which
+	// the tmpfs is about to cover.
+	fds := make([]int, 0, len(s.sources))
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, src := range s.sources {
+		fd, err := unix.Open(src, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("stage %s for the sandbox: %w", src, err)
+		}
+		fds = append(fds, fd)
+	}
 	dir := stageDir()
 	if err := unix.Mount("linefactory-stage", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=1024"); err != nil {
 		return fmt.Errorf("staging tmpfs on %s: %w", dir, err)
@@ -94,7 +109,7 @@ func (s *stage) mount() error {
 	for i, src := range s.sources {
 		target := filepath.Join(dir, strconv.Itoa(i))
 		var st unix.Stat_t
-		err := unix.Stat(src, &st)
+		err := unix.Fstat(fds[i], &st)
 		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			err = unix.Mkdir(target, 0o755)
 		} else if err == nil { // a file, a socket...: a file to bind it on
@@ -103,8 +118,8 @@ func (s *stage) mount() error {
 				unix.Close(fd)
 			}
 		}
-		if err == nil {
-			err = unix.Mount(src, target, "", unix.MS_BIND|unix.MS_REC, "")
+		if err == nil { // the open file itself, wherever its path leads now
+			err = unix.Mount("/proc/thread-self/fd/"+strconv.Itoa(fds[i]), target, "", unix.MS_BIND|unix.MS_REC, "")
 		}
 		if err != nil {
 			return fmt.Errorf("stage %s for the sandbox: %w", src, err)
