@@ -233,6 +233,9 @@ func TestIsolatedDataDirUnderStage(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(sb.Root, "given"), []byte("from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(filepath.Join(sb.Root, "given"), 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
 	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{"cat given; touch made"}})
 	if res.ExitCode != 0 || out != "from the host\n" {
 		t.Fatalf("exit %d: %q", res.ExitCode, out)

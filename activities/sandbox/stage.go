@@ -76,7 +76,9 @@ func (s *stage) mount() error {
 	if len(s.sources) == 0 && !s.dev {
 		return nil
 	}
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil { // implies CLONE_FS
+	// CLONE_FS (which CLONE_NEWNS implies anyway): the thread's root, cwd
+	// and umask become its own, so makeDev's umask is this thread's only.
+	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
 		return fmt.Errorf("staging mount namespace: %w", err)
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
