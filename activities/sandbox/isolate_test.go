@@ -244,3 +244,17 @@ func TestIsolatedDataDirUnderStage(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestIsolatedDevWithoutMknod: where factoryd may not make device nodes,
+// the sandbox's /dev binds the host's, and they work.
+func TestIsolatedDevWithoutMknod(t *testing.T) {
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "devbind"})
+	devBindOnly = true
+	defer func() { devBindOnly = false }()
+	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{
+		"echo x >/dev/null && head -c 3 /dev/zero | wc -c && head -c 3 /dev/urandom | wc -c; touch /dev/x 2>/dev/null && echo WROTE-DEV; true"}})
+	if res.ExitCode != 0 || out != "3\n3\n" {
+		t.Fatalf("exit %d: %q", res.ExitCode, out)
+	}
+}
