@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // insideRoot is where an isolated command sees its workspace (its HOME).
@@ -33,13 +35,20 @@ func (a *fdArgs) add(f *os.File, closeAfter bool) string {
 	return strconv.Itoa(3 + len(a.files) - 1)
 }
 
-// data passes content as a file (an unlinked temporary file).
+// data passes content as a file: a memfd (no inode made on the data
+// directory's file system, whose inode allocator gets slow with the files
+// made and removed per command), or an unlinked file in dir where the
+// kernel has no memfd.
 func (a *fdArgs) data(dir string, content []byte) (string, error) {
-	f, err := os.CreateTemp(dir, ".bwrap-data-*")
-	if err != nil {
-		return "", err
+	var f *os.File
+	if fd, err := unix.MemfdCreate("bwrap-data", unix.MFD_CLOEXEC); err == nil {
+		f = os.NewFile(uintptr(fd), "bwrap-data")
+	} else {
+		if f, err = os.CreateTemp(dir, ".bwrap-data-*"); err != nil {
+			return "", err
+		}
+		_ = os.Remove(f.Name())
 	}
-	_ = os.Remove(f.Name())
 	if _, err := f.Write(content); err != nil {
 		f.Close()
 		return "", err
@@ -57,19 +66,23 @@ func (a *fdArgs) done() {
 	}
 }
 
-// bwrapArgs are the namespaces and mounts of a command. bwrap runs as
-// root, so it can bind the workspace from the data directory (0700): the
-// system view read-only, the workspace (at /workspace) and the
-// sandbox's /tmp read-write, new PID, network, IPC, UTS and cgroup
-// namespaces. Inside, setpriv becomes the sandbox's host user (no
-// capabilities, no new privileges) and a second, unprivileged bwrap gives
-// the command its own user namespace, where it is the step's user.
-func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs) ([]string, error) {
-	args := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-		"--unshare-cgroup-try", "--hostname", "sandbox"} // the network: joinNet's namespace
+// bwrapArgs are the namespaces and mounts of a command: one unprivileged
+// bwrap, started as the sandbox's host user (no capabilities, no groups),
+// makes the command's user namespace (where it is the step's user, with no
+// capability: bwrap drops them all and sets no-new-privileges) and in it
+// new mount, PID, IPC, UTS and cgroup namespaces (the network: joinNet's
+// namespace, which belongs to the host's user namespace). The command sees
+// the system view read-only, its workspace (at /workspace) and the
+// sandbox's /tmp read-write, and a root that is read-only. The sources of
+// its mounts that the host user could not reach (the data directory is
+// 0700 root) are bound at st's staging directory first (stage.mount).
+func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs, st *stage) ([]string, error) {
+	inside := strconv.Itoa(p.uid)
+	args := []string{"--unshare-user", "--uid", inside, "--gid", inside, "--die-with-parent", "--new-session",
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"}
 	args = append(args, systemView()...)
-	args = append(args, "--proc", "/proc", "--dev", "/dev", "--bind", l.tmpDir(sb.Name), "/tmp", "--bind", sb.Root, insideRoot,
-		"--dir", "/var/tmp")
+	args = append(args, "--proc", "/proc", "--dev-bind", st.addDev(), "/dev", "--bind", st.add(l.tmpDir(sb.Name)), "/tmp",
+		"--bind", st.add(sb.Root), insideRoot, "--dir", "/var/tmp")
 	for _, f := range p.readOnly {
 		f = filepath.Clean(f)
 		var parents []string
@@ -79,19 +92,19 @@ func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs) ([]string, error
 		for _, d := range parents { // traversable whatever the umask
 			args = append(args, "--perms", "0755", "--dir", d)
 		}
-		args = append(args, "--ro-bind", f, f)
+		args = append(args, "--ro-bind", st.add(f), f)
 	}
 	for _, b := range p.binds[1:] { // [0] is the workspace
 		if err := chownTree(b[0], sb.HostUID); err != nil {
 			return nil, err
 		}
-		args = append(args, "--bind", b[0], b[1])
+		args = append(args, "--bind", st.add(b[0]), b[1])
 	}
 	if len(p.sockets) > 0 { // traversable by the step's user
 		args = append(args, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", ServiceSocketDir)
 	}
 	for _, s := range p.sockets {
-		args = append(args, "--bind", s[0], s[1])
+		args = append(args, "--bind", st.add(s[0]), s[1])
 	}
 	for _, f := range []struct {
 		path    string
@@ -103,11 +116,9 @@ func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs) ([]string, error
 		}
 		args = append(args, "--perms", "0644", "--ro-bind-data", fd, f.path)
 	}
-	host := strconv.Itoa(sb.HostUID)
-	inside := strconv.Itoa(p.uid)
-	args = append(args, "--", "setpriv", "--reuid="+host, "--regid="+host, "--clear-groups", "--inh-caps=-all",
-		"--bounding-set=-all", "--no-new-privs", "--", "bwrap", "--unshare-user", "--uid", inside, "--gid", inside,
-		"--die-with-parent", "--dev-bind", "/", "/", "--chdir", p.insideDir)
+	// The root (a tmpfs of bwrap's, owned by the step's user) and what
+	// was made on it: read-only, as the system view. (/dev is root's.)
+	args = append(args, "--remount-ro", "/", "--chdir", p.insideDir)
 	return args, nil
 }
 
@@ -116,7 +127,8 @@ func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs) ([]string, error
 func (l *Local) startIsolated(sb Sandbox, p *execPlan, r *running, n *sandboxNet, stdout, stderr *os.File) error {
 	fds := &fdArgs{}
 	defer fds.done()
-	args, err := l.bwrapArgs(sb, p, fds)
+	st := &stage{}
+	args, err := l.bwrapArgs(sb, p, fds, st)
 	if err != nil {
 		return errorf(CodeExecFailed, err, "prepare the sandbox's mounts")
 	}
@@ -126,16 +138,24 @@ func (l *Local) startIsolated(sb Sandbox, p *execPlan, r *running, n *sandboxNet
 	}
 	argv := append(append(append([]string{bwrap}, args...), "--"), p.argv...)
 	path := bwrap
+	host := uint32(sb.HostUID)
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL,
+		Credential: &syscall.Credential{Uid: host, Gid: host}} // no supplementary groups
 	if r.group != nil && !r.group.v2 && !traceJoin(r.group) {
-		argv, path = shim(r.group.procsFiles(), argv), "/bin/sh"
+		// The shim writes into root's cgroup files, so it runs as root
+		// and setpriv makes it the host user before bwrap.
+		id := strconv.Itoa(sb.HostUID)
+		argv = append([]string{"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", "--inh-caps=-all",
+			"--bounding-set=-all", "--no-new-privs", "--"}, argv...)
+		argv, path, attr.Credential = shim(r.group.procsFiles(), argv), "/bin/sh", nil
 	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: "/", Env: p.env, Stdout: stdout, Stderr: stderr, ExtraFiles: fds.files,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
+		SysProcAttr: attr}
 	closeFD, err := useCgroupFD(cmd, r.group)
 	if err != nil {
 		return errorf(CodeExecFailed, err, "open the command's cgroup")
 	}
 	defer closeFD()
 	r.cmd = cmd
-	return startOn(cmd, n, r, p.argv[0])
+	return startOn(cmd, n, r, p.argv[0], st.mount)
 }

@@ -296,12 +296,12 @@ func startHost(p *execPlan, r *running, n *sandboxNet, stdout, stderr *os.File) 
 	}
 	defer closeFD()
 	r.cmd = cmd
-	return startOn(cmd, n, r, p.argv[0])
+	return startOn(cmd, n, r, p.argv[0], nil)
 }
 
 // startOn starts cmd in n (nil: the host's network) from a thread of its
-// own (startOnThread) and lets r wait for it.
-func startOn(cmd *exec.Cmd, n *sandboxNet, r *running, name string) error {
+// own (startOnThread, which runs before first) and lets r wait for it.
+func startOn(cmd *exec.Cmd, n *sandboxNet, r *running, name string, before func() error) error {
 	var ns *os.File
 	if n != nil {
 		ns = n.ns
@@ -312,7 +312,7 @@ func startOn(cmd *exec.Cmd, n *sandboxNet, r *running, name string) error {
 		files := r.group.procsFiles()
 		atStart = func(pid int) error { return joinAtExec(pid, files) }
 	}
-	wait, err := startOnThread(cmd, ns, atStart)
+	wait, err := startOnThread(cmd, ns, before, atStart)
 	if err != nil {
 		return errorf(CodeExecFailed, err, "start %q", name)
 	}

@@ -158,8 +158,10 @@ func TestIsolatedNoCapabilities(t *testing.T) {
 	for _, user := range []string{"", "root"} {
 		res, out := run(t, l, ExecRequest{Sandbox: sb.Name, User: user, Argv: []string{
 			`grep -E '^(CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs):' /proc/self/status; ` +
-				`mount -t tmpfs x /workspace 2>/dev/null && echo MOUNTED; touch /etc/x 2>/dev/null && echo WROTE-ETC; true`}})
-		if res.ExitCode != 0 || strings.Contains(out, "MOUNTED") || strings.Contains(out, "WROTE-ETC") {
+				`mount -t tmpfs x /workspace 2>/dev/null && echo MOUNTED; touch /etc/x 2>/dev/null && echo WROTE-ETC; ` +
+				`touch /x 2>/dev/null && echo WROTE-ROOT; touch /dev/x 2>/dev/null && echo WROTE-DEV; ` +
+				`echo x >/dev/null || echo NO-DEV-NULL; true`}})
+		if res.ExitCode != 0 || strings.Contains(out, "MOUNTED") || strings.Contains(out, "WROTE-") || strings.Contains(out, "NO-DEV") {
 			t.Fatalf("user %q: exit %d\n%s", user, res.ExitCode, out)
 		}
 		for _, want := range []string{"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
@@ -168,5 +170,91 @@ func TestIsolatedNoCapabilities(t *testing.T) {
 				t.Fatalf("user %q: %q missing:\n%s", user, want, out)
 			}
 		}
+	}
+}
+
+// TestIsolatedBind: a host directory under a private (0700) directory is
+// seen read-write where the request says, its host path in the command
+// rewritten, and what the step writes there belongs to the sandbox's uid.
+func TestIsolatedBind(t *testing.T) {
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "bind"})
+	host := filepath.Join(t.TempDir(), "artifacts")
+	if err := os.Mkdir(host, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Binds: map[string]string{host: "/artifacts"},
+		Argv: []string{"echo made > " + filepath.Join(host, "out") + "; pwd; ls -d /artifacts"}})
+	if res.ExitCode != 0 || !strings.Contains(out, "/artifacts") {
+		t.Fatalf("exit %d: %s", res.ExitCode, out)
+	}
+	if data, err := os.ReadFile(filepath.Join(host, "out")); err != nil || string(data) != "made\n" {
+		t.Fatalf("the bound directory's file: %q %v", data, err)
+	}
+	if got := fileUID(t, filepath.Join(host, "out")); got != sb.HostUID {
+		t.Fatalf("the step's file belongs to host uid %d, want the sandbox's %d", got, sb.HostUID)
+	}
+}
+
+// TestIsolatedShimJoin: where the command cannot be started traced (cgroup
+// v1), the shim joins its groups as root and the command still runs as the
+// sandbox's unprivileged user, without capabilities.
+func TestIsolatedShimJoin(t *testing.T) {
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "shim"})
+	shimOnly = true
+	defer func() { shimOnly = false }()
+	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{"id -u; grep -E '^(CapEff|NoNewPrivs):' /proc/self/status; touch mine"}})
+	if res.ExitCode != 0 || !strings.HasPrefix(out, "1000\n") || !strings.Contains(out, "CapEff:\t0000000000000000") || !strings.Contains(out, "NoNewPrivs:\t1") {
+		t.Fatalf("exit %d:\n%s", res.ExitCode, out)
+	}
+	if got := fileUID(t, filepath.Join(sb.Root, "mine")); got != sb.HostUID {
+		t.Fatalf("the step's file belongs to host uid %d, want the sandbox's %d", got, sb.HostUID)
+	}
+}
+
+// TestIsolatedDataDirUnderStage: a data directory under the directory the
+// staging tmpfs covers (stage.go) still gives the command its workspace.
+func TestIsolatedDataDirUnderStage(t *testing.T) {
+	if err := CheckIsolation(); err != nil {
+		t.Skipf("SKIPPING: this host cannot isolate sandboxes: %v", err)
+	}
+	dir, err := os.MkdirTemp(stageDir(), "linefactory-test-")
+	if err != nil {
+		t.Skipf("SKIPPING: cannot make a directory under %s: %v", stageDir(), err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	l, err := NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := acquire(t, l, Spec{Name: "understage"})
+	t.Cleanup(func() { _ = l.Delete(context.Background(), sb.Name) })
+	if err := os.WriteFile(filepath.Join(sb.Root, "given"), []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(sb.Root, "given"), 0o644); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{"cat given; touch made"}})
+	if res.ExitCode != 0 || out != "from the host\n" {
+		t.Fatalf("exit %d: %q", res.ExitCode, out)
+	}
+	if _, err := os.Stat(filepath.Join(sb.Root, "made")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIsolatedDevWithoutMknod: where factoryd may not make device nodes,
+// the sandbox's /dev binds the host's, and they work.
+func TestIsolatedDevWithoutMknod(t *testing.T) {
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "devbind"})
+	devBindOnly = true
+	defer func() { devBindOnly = false }()
+	res, out := run(t, l, ExecRequest{Sandbox: sb.Name, Argv: []string{
+		"echo x >/dev/null && head -c 3 /dev/zero | wc -c && head -c 3 /dev/urandom | wc -c; touch /dev/x 2>/dev/null && echo WROTE-DEV; true"}})
+	if res.ExitCode != 0 || out != "3\n3\n" {
+		t.Fatalf("exit %d: %q", res.ExitCode, out)
 	}
 }

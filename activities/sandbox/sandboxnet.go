@@ -121,7 +121,7 @@ func (n *sandboxNet) attachSlirp(env []string) error {
 	serr := &headWriter{max: 4096} // it lives as long as the sandbox: keep its first words only
 	slirp.Stderr = serr
 	slirp.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	wait, err := startOnThread(slirp, nil, nil)
+	wait, err := startOnThread(slirp, nil, nil, nil)
 	readyW.Close()
 	if err != nil {
 		return fmt.Errorf("slirp4netns: %w", err)
@@ -347,12 +347,19 @@ func (l *Local) Close() {
 // and returns a channel that gets cmd.Wait's result; until it is called
 // the command's pid stays valid. atStart, if not nil, runs on that thread
 // right after the start (joinAtExec for a traced command); its error is
-// startOnThread's, the command reaped.
-func startOnThread(cmd *exec.Cmd, ns *os.File, atStart func(pid int) error) (wait func() <-chan error, err error) {
+// startOnThread's, the command reaped. before, if not nil, runs on that
+// thread first (stage.mount); its error is startOnThread's.
+func startOnThread(cmd *exec.Cmd, ns *os.File, before func() error, atStart func(pid int) error) (wait func() <-chan error, err error) {
 	started := make(chan error, 1)
 	release := make(chan struct{})
 	waitc := make(chan error, 1)
 	onOwnThread(func() {
+		if before != nil {
+			if err := before(); err != nil {
+				started <- err
+				return
+			}
+		}
 		if ns != nil {
 			if err := setns(ns); err != nil {
 				started <- fmt.Errorf("join the sandbox's network namespace: %w", err)

@@ -33,7 +33,7 @@ var traceJoinWorks = sync.OnceValue(func() bool {
 		return false
 	}
 	cmd := &exec.Cmd{Path: path, Args: []string{"true"}, SysProcAttr: &syscall.SysProcAttr{Ptrace: true}}
-	wait, err := startOnThread(cmd, nil, func(pid int) error { return joinAtExec(pid, nil) })
+	wait, err := startOnThread(cmd, nil, nil, func(pid int) error { return joinAtExec(pid, nil) })
 	if err != nil {
 		return false
 	}
