@@ -192,3 +192,40 @@ func (a *Activities) TeardownSandbox(ctx context.Context, in TeardownSandboxInpu
 	a.unplaceIfGone(ctx, in.Name)
 	return nil
 }
+
+// TeardownHeldInput names sandboxes a finished run leaves on workers, to
+// delete those this worker holds (see TeardownSandboxInput for
+// ProvisionedBy).
+type TeardownHeldInput struct {
+	Sandboxes     []AcquireSandboxResult
+	ProvisionedBy string
+}
+
+// TeardownHeldResult lists the sandboxes TeardownHeld left to their own
+// workers: held elsewhere, or not deleted here.
+type TeardownHeldResult struct {
+	Left []AcquireSandboxResult
+}
+
+// TeardownHeld is TeardownSandbox as a local activity, run by the worker
+// that runs the workflow's task: it deletes the sandboxes this worker holds
+// and returns the others, which the workflow sends to their workers. Most
+// runs hold their sandbox on the worker that runs their workflow (a
+// provision sandbox is made by a local activity there), so their teardown
+// costs no activity round trip through Temporal.
+func (a *Activities) TeardownHeld(ctx context.Context, in TeardownHeldInput) (TeardownHeldResult, error) {
+	var res TeardownHeldResult
+	for _, sb := range in.Sandboxes {
+		if a.Worker.ID == "" || sb.WorkerID != a.Worker.ID {
+			res.Left = append(res.Left, sb)
+			continue
+		}
+		if err := a.TeardownSandbox(ctx, TeardownSandboxInput{Name: sb.Name, ProvisionedBy: in.ProvisionedBy}); err != nil {
+			if a.Logger != nil {
+				a.Logger.Warn("teardown sandbox", slog.String("sandbox", sb.Name), slog.String("error", err.Error()))
+			}
+			res.Left = append(res.Left, sb) // its worker's queue tries again
+		}
+	}
+	return res, nil
+}

@@ -94,3 +94,51 @@ func TestAcquireSandboxPlacement(t *testing.T) {
 		t.Fatalf("placement after teardown: %v, want none", err)
 	}
 }
+
+// TestTeardownHeld: a worker deletes the sandboxes it holds that the run
+// provisioned and leaves those of other workers to them.
+func TestTeardownHeld(t *testing.T) {
+	st := storetest.SQLite(t)
+	ctx := context.Background()
+	mk := func(id string) *Activities {
+		drv, err := sandbox.NewLocal(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.HeartbeatWorker(ctx, store.Worker{ID: id, Queue: WorkerQueue("linefactory", id), MaxSteps: 4}); err != nil {
+			t.Fatal(err)
+		}
+		return &Activities{Store: &runStore{runs: map[string]store.JobRun{}}, Sandboxes: drv, Placements: st,
+			Worker: Worker{ID: id, Queue: WorkerQueue("linefactory", id)}}
+	}
+	a, b := mk("w-a"), mk("w-b")
+	acquire := func(w *Activities, task int) AcquireSandboxResult {
+		res, err := w.AcquireSandbox(ctx, AcquireSandboxInput{RunID: "jr_1", Task: "t", TaskIndex: task, Params: map[string]any{}})
+		if err != nil || !res.Created {
+			t.Fatalf("acquire: %+v %v", res, err)
+		}
+		return res
+	}
+	onA, onB := acquire(a, 0), acquire(b, 1)
+	res, err := a.TeardownHeld(ctx, TeardownHeldInput{Sandboxes: []AcquireSandboxResult{onA, onB}, ProvisionedBy: "jr_1"})
+	if err != nil || len(res.Left) != 1 || res.Left[0].Name != onB.Name {
+		t.Fatalf("teardown on w-a: %+v %v, want %s left", res, err, onB.Name)
+	}
+	if _, err := a.Sandboxes.Get(ctx, onA.Name); sandbox.CodeOf(err) != sandbox.CodeNotFound {
+		t.Fatalf("%s is still there: %v", onA.Name, err)
+	}
+	if _, err := st.SandboxWorker(ctx, onA.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("placement of %s kept: %v", onA.Name, err)
+	}
+	if _, err := b.Sandboxes.Get(ctx, onB.Name); err != nil {
+		t.Fatalf("%s on w-b was touched: %v", onB.Name, err)
+	}
+	// Another run's teardown leaves what it did not provision.
+	res, err = b.TeardownHeld(ctx, TeardownHeldInput{Sandboxes: []AcquireSandboxResult{onB}, ProvisionedBy: "jr_2"})
+	if err != nil || len(res.Left) != 0 {
+		t.Fatalf("teardown by another run: %+v %v", res, err)
+	}
+	if _, err := b.Sandboxes.Get(ctx, onB.Name); err != nil {
+		t.Fatalf("%s was deleted by a run that did not provision it: %v", onB.Name, err)
+	}
+}

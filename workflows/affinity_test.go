@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/linefactory/linefactory/activities"
 	"github.com/linefactory/linefactory/manifests/manifesttest"
@@ -155,37 +157,87 @@ func TestJobRunSandboxOnGoneWorker(t *testing.T) {
 // Writing manifests) on the worker holding it: FinishRun, on whichever
 // worker runs the workflow, cannot see another worker's disk, and with
 // workers apart every such sandbox stayed there (19 of 19 in a run of 30
-// job runs on two --roles worker processes).
+// job runs on two --roles worker processes). Runs before
+// localSandboxChange send it a TeardownSandbox activity on its queue; runs
+// after it delete it by a local activity when the workflow's worker holds
+// it (its quick provision was made there) and send the activity only for
+// the sandboxes that worker does not hold.
 func TestJobRunDefaultTeardownOnItsWorker(t *testing.T) {
-	f := newFixture(t)
-	pl := &memPlacements{placed: map[string]string{}, workers: map[string]store.Worker{
-		"w1": {ID: "w1", Queue: "linefactory/w1", SeenAt: time.Now().UTC()},
-	}}
-	f.acts.Placements, f.acts.Worker = pl, activities.Worker{ID: "w1", Queue: "linefactory/w1"}
-	var mu sync.Mutex
-	var teardowns []string
-	listen := func(env *testsuite.TestWorkflowEnvironment) {
-		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-			mu.Lock()
-			defer mu.Unlock()
-			if info.ActivityType.Name == "TeardownSandbox" {
-				teardowns = append(teardowns, info.TaskQueue)
+	m := parseJob(t, "[job]\nname = \"x\"\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
+	for _, c := range []struct {
+		name string
+		old  bool // a run before localSandboxChange
+		// elsewhere: the workflow's worker does not hold the sandbox
+		// (TeardownHeld leaves it), so TeardownSandbox goes to its queue.
+		elsewhere  bool
+		acquire    string // how AcquireSandbox ran: "activity" or "local"
+		teardowns  int    // TeardownSandbox activities, on linefactory/w1
+		localTears int    // TeardownHeld local activities
+	}{
+		{name: "old", old: true, acquire: "activity", teardowns: 1},
+		{name: "here", acquire: "local", localTears: 1},
+		{name: "elsewhere", elsewhere: true, acquire: "local", teardowns: 1, localTears: 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			pl := &memPlacements{placed: map[string]string{}, workers: map[string]store.Worker{
+				"w1": {ID: "w1", Queue: "linefactory/w1", SeenAt: time.Now().UTC()},
+			}}
+			f.acts.Placements, f.acts.Worker = pl, activities.Worker{ID: "w1", Queue: "linefactory/w1"}
+			var mu sync.Mutex
+			var teardowns, acquired []string
+			localTears := 0
+			listen := func(env *testsuite.TestWorkflowEnvironment) {
+				if c.old {
+					env.OnGetVersion(localSandboxChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+				}
+				if c.elsewhere {
+					env.OnActivity(f.acts.TeardownHeld, mock.Anything, mock.Anything).Return(
+						func(_ context.Context, in activities.TeardownHeldInput) (activities.TeardownHeldResult, error) {
+							return activities.TeardownHeldResult{Left: in.Sandboxes}, nil
+						})
+				}
+				env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+					mu.Lock()
+					defer mu.Unlock()
+					switch info.ActivityType.Name {
+					case "TeardownSandbox":
+						teardowns = append(teardowns, info.TaskQueue)
+					case "AcquireSandbox":
+						acquired = append(acquired, "activity")
+					}
+				})
+				env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+					mu.Lock()
+					defer mu.Unlock()
+					switch info.ActivityType.Name {
+					case "TeardownHeld":
+						localTears++
+					case "AcquireSandbox":
+						acquired = append(acquired, "local")
+					}
+				})
+			}
+			res, rec := f.run(t, m, nil, listen)
+			if res.Status != run.Succeeded {
+				t.Fatalf("run: %+v", res)
+			}
+			if len(acquired) != 1 || acquired[0] != c.acquire {
+				t.Errorf("AcquireSandbox ran as %v, want once as %s", acquired, c.acquire)
+			}
+			if len(teardowns) != c.teardowns || (c.teardowns > 0 && teardowns[0] != "linefactory/w1") {
+				t.Errorf("TeardownSandbox ran on %v, want %d on the holder's queue linefactory/w1", teardowns, c.teardowns)
+			}
+			if localTears != c.localTears {
+				t.Errorf("TeardownHeld ran %d times, want %d", localTears, c.localTears)
+			}
+			name := activities.ProvisionName(rec.ID, 0)
+			if _, err := f.acts.Sandboxes.Get(context.Background(), name); err == nil {
+				t.Fatalf("sandbox %s still there after the run", name)
+			}
+			if _, ok := pl.placed[name]; ok {
+				t.Fatalf("placement of %s kept after the teardown", name)
 			}
 		})
-	}
-	m := parseJob(t, "[job]\nname = \"x\"\n[[run.tasks]]\nname = \"a\"\n[[run.tasks.steps]]\nexec = [\"true\"]\n")
-	res, rec := f.run(t, m, nil, listen)
-	if res.Status != run.Succeeded {
-		t.Fatalf("run: %+v", res)
-	}
-	if len(teardowns) != 1 || teardowns[0] != "linefactory/w1" {
-		t.Fatalf("TeardownSandbox ran on %v, want once on the holder's queue linefactory/w1", teardowns)
-	}
-	name := activities.ProvisionName(rec.ID, 0)
-	if _, err := f.acts.Sandboxes.Get(context.Background(), name); err == nil {
-		t.Fatalf("sandbox %s still there after the run", name)
-	}
-	if _, ok := pl.placed[name]; ok {
-		t.Fatalf("placement of %s kept after the teardown", name)
 	}
 }

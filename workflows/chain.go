@@ -104,7 +104,7 @@ type chain struct {
 
 // resume sets up the run from what an earlier run of its chain carried.
 func (jr *jobRun) resume(ctx workflow.Context) {
-	jr.chained = workflow.GetVersion(ctx, continueAsNewChange, workflow.DefaultVersion, 1) == 1
+	jr.chained = jr.local || workflow.GetVersion(ctx, continueAsNewChange, workflow.DefaultVersion, 1) == 1
 	if jr.chained {
 		current := chainBounds{Steps: MaxStepsPerRun, ResumeBytes: maxResumeBytes}
 		rec := workflow.SideEffect(ctx, func(workflow.Context) any { return current })

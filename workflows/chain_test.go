@@ -242,6 +242,7 @@ func TestJobRunOldHistoriesDoNotContinueAsNew(t *testing.T) {
 	f := newFixture(t)
 	m := parseJob(t, countJob(1, 3, false, ""))
 	c := f.runChain(t, m, 1, func(env *testsuite.TestWorkflowEnvironment, _ int) {
+		env.OnGetVersion(localSandboxChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // it implies continueAsNewChange
 		env.OnGetVersion(continueAsNewChange, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	})
 	if len(c.inputs) != 1 || c.rec.Status != run.Succeeded {

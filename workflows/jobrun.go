@@ -166,6 +166,9 @@ type jobRun struct {
 	anyFailed bool
 	// remote are the sandboxes on workers' own queues.
 	remote []activities.AcquireSandboxResult
+	// local: the run acquires quick provisions and tears down as local
+	// activities (localSandboxChange), and takes the changes before it.
+	local bool
 	chain
 }
 
@@ -181,6 +184,7 @@ func newJobRun(ctx workflow.Context, in JobRunInput) *jobRun {
 	claims := manifests.Claims(&m) //workflowcheck:ignore (keys are sorted)
 	jr := &jobRun{in: in, m: m, params: params, bookCtx: bookkeeping(ctx), claims: claims,
 		outcomes: make([]taskOutcome, len(m.Run.Tasks))}
+	jr.local = workflow.GetVersion(ctx, localSandboxChange, workflow.DefaultVersion, 1) == 1
 	jr.resume(ctx)
 	return jr
 }
@@ -198,10 +202,15 @@ func (jr *jobRun) finish(fin activities.FinishRunInput) (JobRunResult, error) {
 	if teardown {
 		teardownRouted(dctx, jr.remote, "")
 	} else if jr.m.Run.TeardownOnComplete == nil && len(jr.remote) > 0 &&
-		workflow.GetVersion(dctx, remoteDefaultTeardownVersion, workflow.DefaultVersion, 1) == 1 {
+		(jr.local || workflow.GetVersion(dctx, remoteDefaultTeardownVersion, workflow.DefaultVersion, 1) == 1) {
 		// Unset: what the run provisioned goes, on the workers holding it
-		// (FinishRun sees only the sandboxes of the worker it runs on).
-		teardownRouted(dctx, jr.remote, jr.in.RunID)
+		// (FinishRun sees only the sandboxes of the worker it runs on):
+		// those of this worker by a local activity, the others on theirs.
+		left := jr.remote
+		if jr.local {
+			left = teardownHere(dctx, jr.remote, jr.in.RunID)
+		}
+		teardownRouted(dctx, left, jr.in.RunID)
 	}
 	var res JobRunResult
 	var fut workflow.Future
@@ -370,7 +379,7 @@ func (jr *jobRun) runTaskFrom(ctx workflow.Context, ti int, out taskOutcome) tas
 	}
 	resumed := out.state == taskPaused
 	out.state = taskDone // unless it pauses
-	if !resumed && !acquireTaskSandbox(ctx, in, m, ti, sbCfg, params, &out) {
+	if !resumed && !acquireTaskSandbox(ctx, in, m, ti, sbCfg, params, jr.local, &out) {
 		return out
 	}
 	for si := out.next; si < len(task.Steps); si++ {
@@ -391,8 +400,9 @@ func (jr *jobRun) runTaskFrom(ctx workflow.Context, ti int, out taskOutcome) tas
 }
 
 // acquireTaskSandbox acquires task ti's sandbox into out; false when the
-// task cannot go on (out says why, or the run was stopped).
-func acquireTaskSandbox(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti int, sbCfg *manifests.SandboxConfig, params map[string]any, out *taskOutcome) bool {
+// task cannot go on (out says why, or the run was stopped). With local
+// (localSandboxChange), a quick provision is made by a local activity.
+func acquireTaskSandbox(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti int, sbCfg *manifests.SandboxConfig, params map[string]any, local bool, out *taskOutcome) bool {
 	task := m.Run.Tasks[ti]
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute,
@@ -409,7 +419,13 @@ func acquireTaskSandbox(ctx workflow.Context, in JobRunInput, m *manifests.JobMa
 	acq := activities.AcquireSandboxInput{RunID: in.RunID, Task: task.Name, TaskIndex: ti, Config: sbCfg, Params: params,
 		ResumeOnStart: m.Run.ResumeOnStart != nil && *m.Run.ResumeOnStart}
 	var err error
-	if affinity(ctx) {
+	done := false
+	if local && quickProvision(sbCfg) {
+		done, err = acquireHere(ctx, acq, &out.sandbox)
+	}
+	if done {
+		// made here, or failed
+	} else if local || affinity(ctx) {
 		var gone *activities.LocateSandboxResult
 		if gone, err = acquireRouted(actx, sbCfg, acq, out.generated, &out.sandbox); gone != nil {
 			out.failed = true

@@ -432,7 +432,7 @@ func TestLineRunRunningVisit(t *testing.T) {
 	var seen []store.LineRunStage
 	res, rec := f.runLine(t, in, func(env *testsuite.TestWorkflowEnvironment) {
 		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-			if info.ActivityType.Name == "AcquireSandbox" { // the child is running
+			if info.ActivityType.Name == "RunStep" { // the child is running
 				seen = append(seen, f.line(in.RunID).Stages...)
 			}
 		})

@@ -24,8 +24,10 @@ func TestReplayRecordedHistories(t *testing.T) {
 	}
 	// The histories must cover what the manager, the job run (one that
 	// continued as new included: TestRecordChainHistories) and the
-	// schedule firings do, and firings begun before admit-in-activity.
-	for _, want := range []string{"jobrun-greet", "jobrun-chain-", "linerun-loop", "linerun-select", "schedulefire-line", "schedulefire-job",
+	// schedule firings do, firings begun before admit-in-activity, and a
+	// job run begun before jobrun-local-sandbox (jobrun-greet-v0: its
+	// sandbox acquired by an activity).
+	for _, want := range []string{"jobrun-greet", "jobrun-greet-v0", "jobrun-chain-", "linerun-loop", "linerun-select", "schedulefire-line", "schedulefire-job",
 		"schedulefire-line-v0", "schedulefire-job-v0"} {
 		found := false
 		for _, f := range files {

@@ -39,7 +39,8 @@ const netIdle = 5 * time.Minute
 // sandboxNet is a network namespace for a sandbox's commands.
 type sandboxNet struct {
 	ns     *os.File // /proc/<tid>/ns/net of the thread that made it
-	stop   func()   // ends slirp4netns (online)
+	stop   func()   // ends slirp4netns (online) and waits for it
+	kill   func()   // kills slirp4netns (online) without waiting
 	slirp  int      // its pid
 	online bool
 
@@ -67,7 +68,7 @@ func (e *netEntry) made() *sandboxNet {
 // slirp4netns attached and the host out of reach. env is slirp4netns's
 // environment (the sandbox's marker).
 func makeNet(online bool, env []string) (*sandboxNet, error) {
-	n := &sandboxNet{online: online, blocked: map[string]bool{}, stop: func() {}}
+	n := &sandboxNet{online: online, blocked: map[string]bool{}, stop: func() {}, kill: func() {}}
 	nsc := make(chan *os.File, 1)
 	errc := make(chan error, 1)
 	onOwnThread(func() { // the thread ends with the goroutine, leaving the namespace
@@ -128,6 +129,8 @@ func (n *sandboxNet) attachSlirp(env []string) error {
 	}
 	waitc := wait()
 	n.slirp = slirp.Process.Pid
+	// Not reaped before stop releases its waiter, so its pid stays its own.
+	n.kill = func() { _ = slirp.Process.Kill() }
 	var once sync.Once
 	n.stop = func() {
 		once.Do(func() {

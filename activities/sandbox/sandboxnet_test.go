@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linefactory/linefactory/internal/testwait"
 	"github.com/linefactory/linefactory/manifests"
 )
 
@@ -70,7 +71,9 @@ func TestSandboxNetShared(t *testing.T) {
 	if err := l.Delete(context.Background(), sb.Name); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(slirp, 0); err == nil {
+	// Killed by Delete, reaped in the background once the kernel has
+	// removed its tap device.
+	if !testwait.Until(10*time.Second, func() bool { return syscall.Kill(slirp, 0) != nil }) {
 		t.Fatalf("slirp4netns (pid %d) outlived its sandbox", slirp)
 	}
 	l.netmu.Lock()

@@ -30,7 +30,8 @@ var triageLine = manifesttest.Line("triage-select")
 // versioned (workflow.GetVersion) or no run of the old code can be in
 // flight. Histories of code replaced by a versioned change are kept under
 // their own names (schedulefire-*-v0.json: the firings before
-// admit-in-activity, recorded from that code).
+// admit-in-activity, recorded from that code; jobrun-greet-v0.json: a job
+// run before jobrun-local-sandbox).
 func TestRecordReplayHistories(t *testing.T) {
 	if os.Getenv("FACTORY_RECORD_HISTORIES") != "1" {
 		t.Skip("set FACTORY_RECORD_HISTORIES=1 to record workflow histories for the replay test")
