@@ -83,10 +83,7 @@ func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 			return res, errorf(CodeFileOperation, err, "collect the output file %s", o[0])
 		}
 	}
-	if cur, err := l.load(sb.Name); err == nil {
-		cur.LastActiveAt = l.Now().UTC()
-		_ = l.save(cur)
-	}
+	l.touch(sb.Name)
 	if ctx.Err() != nil && res.Signaled {
 		return res, ctx.Err()
 	}
