@@ -43,7 +43,8 @@ type Local struct {
 	groupPrefix string // short hash of root, for cgroup names
 	isolation   string // IsolationBwrap or IsolationNone
 
-	cgmu     sync.Mutex // serialises making and removing a sandbox's cgroups
+	cgmu     sync.Mutex            // serialises making and removing a sandbox's cgroups
+	pools    map[string]*groupPool // sandbox name → its kept cgroups (cgpool.go); cgmu
 	mu       sync.Mutex
 	groups   map[string]map[int]bool // sandbox name → running process groups
 	building map[string]bool         // sandboxes being provisioned now
@@ -89,7 +90,7 @@ func NewLocalWith(dir string, o Options) (*Local, error) {
 	}
 	_ = os.Chmod(abs, 0o700)
 	sum := sha256.Sum256([]byte(abs))
-	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, building: map[string]bool{}, nets: map[string]*netEntry{}, states: map[string]stateEntry{}, active: map[string]time.Time{},
+	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, building: map[string]bool{}, nets: map[string]*netEntry{}, states: map[string]stateEntry{}, active: map[string]time.Time{}, pools: map[string]*groupPool{},
 		groupPrefix: hex.EncodeToString(sum[:4]), owner: processID(os.Getpid()), isolation: o.Isolation}, nil
 }
 
@@ -274,7 +275,10 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 	sb := l.newSandbox(name, spec)
 	fail := func(err error) (Sandbox, error) {
 		l.signalAll(name, syscall.SIGKILL)
+		l.cgmu.Lock()
+		l.dropGroupsLocked(sb)
 		removeCgroups(sb)
+		l.cgmu.Unlock()
 		l.dropNet(name)
 		_ = os.RemoveAll(l.dir(name))
 		l.forget(name)
@@ -560,6 +564,7 @@ func (l *Local) Delete(_ context.Context, name string) error {
 	l.signalAll(name, syscall.SIGCONT)
 	l.signalAll(name, syscall.SIGKILL)
 	l.cgmu.Lock()
+	l.dropGroupsLocked(sb)
 	removeCgroups(sb)
 	l.cgmu.Unlock()
 	l.dropNet(name)
