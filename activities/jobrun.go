@@ -438,18 +438,26 @@ func StepFailureFromError(task, step string, err error) RunStepResult {
 }
 
 // RunStep runs one step in its task's sandbox and records it in the
-// timeline; stdout and stderr go to the store as they come.
+// timeline; stdout and stderr go to the store as they come. The step's
+// start is written while the step runs (the store's round trip overlaps
+// the command's start), and its end only once the start is written, so
+// the two keep their order.
 func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResult, error) {
 	started := a.now()
 	attempt := attemptOf(ctx)
-	a.markStep(ctx, in, func(e *store.StepTimelineEntry) {
-		e.SetOutcome(run.Outcome{Status: run.Running})
-		e.StartedAt, e.SandboxName, e.CompletedAt, e.ExitCode = &started, new(in.Sandbox), nil, nil
-		e.Attempt, e.Attempts = attempt, append(e.Attempts, store.StepAttempt{Attempt: attempt, StartedAt: started})
-	})
+	marked := make(chan struct{})
+	go func() {
+		defer close(marked)
+		a.markStep(ctx, in, func(e *store.StepTimelineEntry) {
+			e.SetOutcome(run.Outcome{Status: run.Running})
+			e.StartedAt, e.SandboxName, e.CompletedAt, e.ExitCode = &started, new(in.Sandbox), nil, nil
+			e.Attempt, e.Attempts = attempt, append(e.Attempts, store.StepAttempt{Attempt: attempt, StartedAt: started})
+		})
+	}()
 	stopHB := a.heartbeat(ctx, in.Task+"/"+in.Step)
 	res, err := a.runAction(ctx, in)
 	stopHB()
+	<-marked
 	if err != nil {
 		if ctx.Err() != nil {
 			if errors.Is(context.Cause(ctx), worker.ErrWorkerShutdown) {

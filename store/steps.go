@@ -222,23 +222,92 @@ func (s *Store) withTimelines(ctx context.Context, runs []JobRun) error {
 
 // UpdateJobRunStep changes one entry of a job run's step timeline, the
 // first one of task and step, as a small write: that entry's row is read
-// (locked on PostgreSQL) and rewritten, whatever the number of steps. A run
-// without that entry is left unchanged. Changes of different entries may
-// run concurrently; UpdateJobRun locks the entries it reads, so neither
-// loses the other's change.
+// and rewritten only if it still holds what was read (compare and swap),
+// whatever the number of steps; a row changed meanwhile is read again and
+// change applied again to it, so change may be called more than once and
+// must only change the entry it is given. A run without that entry is left
+// unchanged. Concurrent changes, of this entry or others, and UpdateJobRun
+// (which locks the entries it reads) all keep each other's. Two statements
+// without a transaction around them: on PostgreSQL two round trips instead
+// of four (BEGIN, SELECT FOR UPDATE, UPDATE, COMMIT); on SQLite, fixed
+// statements prepared once instead of GORM's.
 func (s *Store) UpdateJobRunStep(ctx context.Context, runID, task, step string, change func(*StepTimelineEntry)) error {
-	return s.updateJobRunStep(ctx, runID, task, step, false, change)
+	what := fmt.Sprintf("step %s/%s of job run %q", task, step, runID)
+	for {
+		var (
+			pos int
+			old string
+		)
+		row, err := s.queryRow(ctx, `SELECT pos, entry FROM job_run_steps WHERE run_id = ? AND task_name = ? AND name = ? ORDER BY pos LIMIT 1`,
+			runID, task, step)
+		if err == nil {
+			err = row.Scan(&pos, &old)
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return translate(err, what)
+		}
+		var e StepTimelineEntry
+		if err := json.Unmarshal([]byte(old), &e); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		change(&e)
+		b, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if string(b) == old {
+			return nil
+		}
+		n, err := s.write(ctx, `UPDATE job_run_steps SET entry = ? WHERE run_id = ? AND pos = ? AND entry = ?`, string(b), runID, pos, old)
+		if err != nil {
+			return translate(err, what)
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+}
+
+// write runs a fixed statement that changes rows (? placeholders, as
+// queryRow's) on the writer and returns how many it changed: on SQLite
+// prepared once for the writer's connection.
+func (s *Store) write(ctx context.Context, query string, args ...any) (int64, error) {
+	db, err := s.db.DB()
+	if err != nil {
+		return 0, err
+	}
+	var res sql.Result
+	if s.postgres {
+		res, err = db.ExecContext(ctx, pgQuery(query), args...)
+	} else {
+		var stmt *sql.Stmt
+		if stmt, err = s.wstmts.prepare(ctx, db, query); err == nil {
+			res, err = stmt.ExecContext(ctx, args...)
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // MarkJobRunStep is UpdateJobRunStep for a change whose loss in a database
 // crash is no worse than its not having been made, such as a step's start
 // (the step is then seen as not started yet, as if the crash had come a
 // moment earlier): on PostgreSQL its commit does not wait for the WAL to
-// reach the disk (synchronous_commit off for that transaction), which saves
-// a flush per step. The database stays consistent; the next synchronous
-// commit, such as the step's end, makes it durable with everything before
-// it. SQLite in WAL mode with synchronous=NORMAL never waits for one.
+// reach the disk (synchronous_commit off for that transaction, in which the
+// entry is read locked and rewritten), which saves a flush per step. The
+// database stays consistent; the next synchronous commit, such as the
+// step's end, makes it durable with everything before it. SQLite in WAL
+// mode with synchronous=NORMAL never waits for one: there it is
+// UpdateJobRunStep.
 func (s *Store) MarkJobRunStep(ctx context.Context, runID, task, step string, change func(*StepTimelineEntry)) error {
+	if !s.postgres {
+		return s.UpdateJobRunStep(ctx, runID, task, step, change)
+	}
 	return s.updateJobRunStep(ctx, runID, task, step, true, change)
 }
 

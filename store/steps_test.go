@@ -76,6 +76,62 @@ func TestUpdateJobRunStep(t *testing.T) {
 	})
 }
 
+// TestUpdateJobRunStepSameEntry: concurrent changes of one entry (its
+// start and end, the gateway's usage, a whole-run UpdateJobRun) all keep
+// each other's: a change that lost the race is applied again to what won.
+func TestUpdateJobRunStepSameEntry(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		r, err := st.CreateJobRun(ctx, store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: "running",
+			StepTimeline: []store.StepTimelineEntry{{Name: "s", TaskName: "t", Action: "exec", Status: "pending"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 8
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				update := st.UpdateJobRunStep
+				if i == 0 {
+					update = st.MarkJobRunStep
+				}
+				err := update(ctx, r.ID, "t", "s", func(e *store.StepTimelineEntry) {
+					e.Attempts = append(e.Attempts, store.StepAttempt{Attempt: i + 1})
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}(i)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := st.UpdateJobRun(ctx, r.ID, func(r *store.JobRun) error {
+				r.StepTimeline[0].TaskName, r.ComputeCostCents = "t", 3
+				r.StepTimeline[0].Attempts = append(r.StepTimeline[0].Attempts, store.StepAttempt{Attempt: 100})
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+		wg.Wait()
+		got, err := st.GetJobRun(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]bool{}
+		for _, a := range got.StepTimeline[0].Attempts {
+			seen[a.Attempt] = true
+		}
+		if len(got.StepTimeline[0].Attempts) != n+1 || len(seen) != n+1 || !seen[100] || got.ComputeCostCents != 3 {
+			t.Fatalf("changes lost: attempts %+v, cost %d", got.StepTimeline[0].Attempts, got.ComputeCostCents)
+		}
+	})
+}
+
 // TestJobRunJSONSplicesTimeline: GET by id's stored JSON, with the
 // timeline spliced in from its rows, is the run GetJobRun decodes; a run
 // without steps has an empty timeline; an entry changed by UpdateJobRun is

@@ -38,6 +38,7 @@ type Store struct {
 	db       *gorm.DB
 	readers  *sql.DB // SQLite's read-only connections (nil on PostgreSQL)
 	stmts    stmtCache
+	wstmts   stmtCache // the SQLite writer's (steps.go)
 	postgres bool
 	// Now is the clock; tests may replace it.
 	Now func() time.Time

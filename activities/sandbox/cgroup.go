@@ -13,12 +13,14 @@ import (
 
 // Cgroups: a sandbox's limits live on a group of its own,
 // linefactory/<driver hash>-<sandbox>, made when a command starts in it and
-// removed when its last command ends, so an idle sandbox and a finished run
-// hold none. Each command gets a child group, <owner>-<n>, which its first
-// process enters before it runs (cgroup v2: clone into it; v1: a shim
-// writes its own pid, then execs the command), so nothing it forks escapes;
+// removed cgroupLinger after its last command ends (cgpool.go), so an idle
+// sandbox and a finished run hold none. Each command gets a child group,
+// <owner>-<n>, which its first process enters before it runs (cgroup v2:
+// clone into it; v1: joined at exec, tracejoin.go, or by a shim that writes
+// its own pid, then execs the command), so nothing it forks escapes;
 // stopping a command kills its whole group (v2 cgroup.kill; v1 freeze, kill
-// every pid, thaw), setsid daemons included.
+// every pid, thaw), setsid daemons included. A command's group that its
+// command left empty is kept for the sandbox's next command.
 
 // cgroupRoot is where cgroups are mounted.
 var cgroupRoot = "/sys/fs/cgroup"

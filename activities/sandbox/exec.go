@@ -83,10 +83,7 @@ func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 			return res, errorf(CodeFileOperation, err, "collect the output file %s", o[0])
 		}
 	}
-	if cur, err := l.load(sb.Name); err == nil {
-		cur.LastActiveAt = l.Now().UTC()
-		_ = l.save(cur)
-	}
+	l.touch(sb.Name)
 	if ctx.Err() != nil && res.Signaled {
 		return res, ctx.Err()
 	}
@@ -214,6 +211,9 @@ type running struct {
 	copied  chan struct{}
 	netDone func() // releases its network namespace
 	start   time.Time
+	// emptied: its command ended and left nothing in its group, which
+	// another command of the sandbox may use (cgpool.go)
+	emptied bool
 }
 
 // start starts the command in its cgroup and copies its output.
@@ -225,10 +225,13 @@ func (l *Local) start(sb Sandbox, p *execPlan) (*running, error) {
 	}
 	r.netDone = netDone
 	l.cgmu.Lock()
-	g, err := makeExecGroup(sb, "x"+l.owner+"-"+strconv.FormatInt(execSeq.Add(1), 10))
-	l.cgmu.Unlock()
+	g, err := l.takeGroup(sb)
 	if err != nil {
 		g.kill()
+		l.putGroup(sb, nil)
+	}
+	l.cgmu.Unlock()
+	if err != nil {
 		netDone()
 		return nil, errorf(CodeExecFailed, err, "apply the sandbox's limits to %q", p.argv[0])
 	}
@@ -236,9 +239,10 @@ func (l *Local) start(sb Sandbox, p *execPlan) (*running, error) {
 		r.group = g
 	}
 	if err := l.startIn(sb, p, r, n); err != nil {
-		if r.group != nil {
-			r.group.kill()
-		}
+		l.cgmu.Lock()
+		g.kill()
+		l.putGroup(sb, nil)
+		l.cgmu.Unlock()
 		netDone()
 		return nil, err
 	}
@@ -413,7 +417,9 @@ func (r *running) stop() error {
 // output after pipeGrace.
 func (r *running) killRest() {
 	if r.group != nil {
-		r.group.kill()
+		if r.emptied = r.group.empty(); !r.emptied {
+			r.group.kill()
+		}
 	}
 	_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
 	if r.copied == nil {
@@ -450,18 +456,20 @@ func (r *running) copyOutput(stdout, stderr io.Writer) {
 	r.copied = done
 }
 
-// release forgets a finished command and removes its cgroups (and the
-// sandbox's when no other command runs in it).
+// release forgets a finished command and keeps its emptied cgroups for the
+// sandbox's next command, or removes them (cgpool.go).
 func (l *Local) release(sb Sandbox, r *running) {
 	r.netDone()
 	l.track(sb.Name, r.cmd.Process.Pid, false)
 	l.cgmu.Lock()
 	defer l.cgmu.Unlock()
-	if r.group != nil {
+	if r.group != nil && !r.emptied {
 		r.group.kill()
 	}
-	if !l.busy(sb.Name) {
-		removeIfIdle(sb)
+	if r.group != nil && r.emptied {
+		l.putGroup(sb, r.group)
+	} else {
+		l.putGroup(sb, nil)
 	}
 }
 

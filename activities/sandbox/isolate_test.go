@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/linefactory/linefactory/activities/sandbox/sandboxtest"
+	"github.com/linefactory/linefactory/internal/testwait"
 )
 
 // newIsolated is a driver with bwrap isolation; it skips (loudly) only
@@ -113,8 +114,8 @@ func TestIsolatedStopKillsEverything(t *testing.T) {
 	if res.ExitCode == 0 || strings.Contains(out, strconv.Itoa(300<<20)) {
 		t.Fatalf("a grandchild allocated 300 MB in a 64 MB sandbox: exit %d %s", res.ExitCode, out)
 	}
-	if left := ourGroups(l.groupPrefix); len(left) > 0 {
-		t.Fatalf("cgroups left after the commands ended: %v", left)
+	if !testwait.Until(cgroupLinger+10*time.Second, func() bool { return len(ourGroups(l.groupPrefix)) == 0 }) {
+		t.Fatalf("cgroups left after the commands ended: %v", ourGroups(l.groupPrefix))
 	}
 }
 

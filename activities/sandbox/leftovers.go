@@ -57,6 +57,11 @@ func alive(owner string) bool {
 func (l *Local) KillLeftovers() []int {
 	var killed []int
 	l.cgmu.Lock()
+	for name, p := range l.pools {
+		if !l.busy(name) {
+			l.dropGroupsLocked(p.sb)
+		}
+	}
 	for group := range ourGroups(l.groupPrefix) {
 		killed = append(killed, l.killLeftGroup(group)...)
 	}

@@ -43,7 +43,8 @@ type Local struct {
 	groupPrefix string // short hash of root, for cgroup names
 	isolation   string // IsolationBwrap or IsolationNone
 
-	cgmu     sync.Mutex // serialises making and removing a sandbox's cgroups
+	cgmu     sync.Mutex            // serialises making and removing a sandbox's cgroups
+	pools    map[string]*groupPool // sandbox name → its kept cgroups (cgpool.go); cgmu
 	mu       sync.Mutex
 	groups   map[string]map[int]bool // sandbox name → running process groups
 	building map[string]bool         // sandboxes being provisioned now
@@ -51,6 +52,7 @@ type Local struct {
 
 	stmu   sync.Mutex
 	states map[string]stateEntry // sandbox name → its state file as last read or written (statecache.go)
+	active map[string]time.Time  // sandbox name → when its last command ended (statecache.go)
 
 	netmu sync.Mutex
 	nets  map[string]*netEntry // sandbox name → its commands' network namespace
@@ -88,7 +90,7 @@ func NewLocalWith(dir string, o Options) (*Local, error) {
 	}
 	_ = os.Chmod(abs, 0o700)
 	sum := sha256.Sum256([]byte(abs))
-	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, building: map[string]bool{}, nets: map[string]*netEntry{}, states: map[string]stateEntry{},
+	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, building: map[string]bool{}, nets: map[string]*netEntry{}, states: map[string]stateEntry{}, active: map[string]time.Time{}, pools: map[string]*groupPool{},
 		groupPrefix: hex.EncodeToString(sum[:4]), owner: processID(os.Getpid()), isolation: o.Isolation}, nil
 }
 
@@ -109,7 +111,7 @@ func (l *Local) load(name string) (Sandbox, error) {
 	}
 	f, err := os.Open(l.statePath(name))
 	if errors.Is(err, fs.ErrNotExist) {
-		l.remember(name, Sandbox{}, nil)
+		l.forget(name)
 		return Sandbox{}, errorf(CodeNotFound, nil, "sandbox %q does not exist", name)
 	}
 	if err != nil {
@@ -132,7 +134,9 @@ func (l *Local) load(name string) (Sandbox, error) {
 		return Sandbox{}, errorf(CodeFileOperation, err, "sandbox %q state", name)
 	}
 	l.remember(name, sb, fi) // the open file: the version just read
-	return sb, nil
+	l.stmu.Lock()
+	defer l.stmu.Unlock()
+	return l.withActive(sb), nil
 }
 
 func (l *Local) save(sb Sandbox) error {
@@ -271,10 +275,13 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 	sb := l.newSandbox(name, spec)
 	fail := func(err error) (Sandbox, error) {
 		l.signalAll(name, syscall.SIGKILL)
+		l.cgmu.Lock()
+		l.dropGroupsLocked(sb)
 		removeCgroups(sb)
+		l.cgmu.Unlock()
 		l.dropNet(name)
 		_ = os.RemoveAll(l.dir(name))
-		l.remember(name, Sandbox{}, nil)
+		l.forget(name)
 		if ctx.Err() != nil {
 			return Sandbox{}, ctx.Err()
 		}
@@ -557,11 +564,12 @@ func (l *Local) Delete(_ context.Context, name string) error {
 	l.signalAll(name, syscall.SIGCONT)
 	l.signalAll(name, syscall.SIGKILL)
 	l.cgmu.Lock()
+	l.dropGroupsLocked(sb)
 	removeCgroups(sb)
 	l.cgmu.Unlock()
 	l.releaseNet(name)
 	err = os.RemoveAll(l.dir(name))
-	l.remember(name, Sandbox{}, nil)
+	l.forget(name)
 	if err != nil {
 		return errorf(CodeFileOperation, err, "delete sandbox %q", name)
 	}

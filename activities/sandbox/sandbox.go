@@ -25,7 +25,8 @@
 //   - Every command is in its cgroup before it runs; cancellation, timeout,
 //     pause and delete act on the whole group, and Exec returns only when the
 //     group is gone, so no orphan (not even a setsid one) outlives its step.
-//     Groups exist only while a command runs.
+//     Groups exist only while a command runs and for cgroupLinger after
+//     (a command's group is used again only once it is empty).
 //   - internet_enabled = false is never silently ignored: a sandbox that
 //     cannot be cut off fails with SANDBOX_PROVISIONING_FAILED.
 //   - Step processes die with the worker (Pdeathsig, --die-with-parent) and

@@ -14,6 +14,53 @@ import (
 // decoding the file again. A file changed behind the driver's back (another
 // process on the same root, a restart) no longer matches and is read again.
 
+// A command's end is recorded in memory (Local.active) on every command and
+// in the state file only when the time stored there is activeWrite old:
+// writing the file on every command cost about half a millisecond of a
+// step. Every load of this driver (Get, Reap, Exec) sees the later of the
+// two, so lifecycle decisions are exact; the file may lag by less than
+// activeWrite, which a restarted worker sees (its sandboxes' commands died
+// with the one before).
+
+// activeWrite is how old the state file's last_active_at may get while
+// commands run in the sandbox.
+const activeWrite = time.Second
+
+// touch records that a command of sandbox name ended now.
+func (l *Local) touch(name string) {
+	now := l.Now().UTC()
+	l.stmu.Lock()
+	if now.After(l.active[name]) {
+		l.active[name] = now
+	}
+	e, ok := l.states[name]
+	fresh := ok && e.sb.LastActiveAt.After(now.Add(-activeWrite))
+	l.stmu.Unlock()
+	if fresh {
+		return
+	}
+	if cur, err := l.load(name); err == nil { // with now as its last activity
+		_ = l.save(cur)
+	}
+}
+
+// withActive gives sb the last activity recorded in memory when that is
+// later than its own; l.stmu is held.
+func (l *Local) withActive(sb Sandbox) Sandbox {
+	if t, ok := l.active[sb.Name]; ok && t.After(sb.LastActiveAt) {
+		sb.LastActiveAt = t
+	}
+	return sb
+}
+
+// forget drops what the driver keeps of a sandbox that no longer exists.
+func (l *Local) forget(name string) {
+	l.stmu.Lock()
+	defer l.stmu.Unlock()
+	delete(l.states, name)
+	delete(l.active, name)
+}
+
 // stateEntry is a cached state file.
 type stateEntry struct {
 	sb  Sandbox
@@ -48,7 +95,7 @@ func (l *Local) cached(name string, fi os.FileInfo) (Sandbox, bool) {
 	if !ok || e.key != key {
 		return Sandbox{}, false
 	}
-	return cloneSandbox(e.sb), true
+	return l.withActive(cloneSandbox(e.sb)), true
 }
 
 // remember caches sb as the state of name at the file version fi (nil

@@ -271,13 +271,23 @@ func TestHostileSteps(t *testing.T) {
 		}
 		sum := sha256.Sum256([]byte(filepath.Join(dataDir, "sandboxes")))
 		prefix := hex.EncodeToString(sum[:4]) + "-"
-		for _, c := range []string{"freezer", "memory", "pids", "cpu", ""} {
-			groups, _ := os.ReadDir(filepath.Join("/sys/fs/cgroup", c, "linefactory"))
-			for _, g := range groups {
-				if g.IsDir() && strings.HasPrefix(g.Name(), prefix) {
-					t.Errorf("finished runs left cgroup %s/linefactory/%s", c, g.Name())
+		var left []string
+		// an idle sandbox keeps its groups for a couple of seconds (the
+		// sandbox driver's cgroupLinger), for the steps that follow
+		testwait.UntilEvery(30*time.Second, 100*time.Millisecond, func() bool {
+			left = nil
+			for _, c := range []string{"freezer", "memory", "pids", "cpu", ""} {
+				groups, _ := os.ReadDir(filepath.Join("/sys/fs/cgroup", c, "linefactory"))
+				for _, g := range groups {
+					if g.IsDir() && strings.HasPrefix(g.Name(), prefix) {
+						left = append(left, filepath.Join(c, "linefactory", g.Name()))
+					}
 				}
 			}
+			return len(left) == 0
+		})
+		for _, g := range left {
+			t.Errorf("finished runs left cgroup %s", g)
 		}
 	})
 }

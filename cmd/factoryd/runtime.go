@@ -118,6 +118,7 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 func (rt *runtime) Close() {
 	rt.workers.stop()
 	if rt.sandboxes != nil {
+		rt.sandboxes.ReleaseGroups() // the workers stopped: no step runs
 		rt.sandboxes.Close()
 	}
 	if rt.client != nil {
