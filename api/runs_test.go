@@ -119,6 +119,13 @@ func TestLineRunEndpoints(t *testing.T) {
 		if l := r.list(t); len(l) != 1 || l[0]["transitions"] != nil {
 			t.Fatalf("list (without details): %v", l)
 		}
+		// An unknown line is a 404, a page past the end an empty list.
+		expectError(t, h.do(req{method: "GET", path: "/factory/lines/nope/runs", scope: ScopeRead}), 404, CodeNotFound)
+		r = h.do(req{method: "GET", path: "/factory/lines/build-until-green/runs?offset=1", scope: ScopeRead})
+		expect(t, r, http.StatusOK)
+		if l := r.list(t); len(l) != 0 {
+			t.Fatalf("page past the end: %v", l)
+		}
 		r = h.do(req{method: "GET", path: "/factory/line-runs/" + id, scope: ScopeRead})
 		expect(t, r, http.StatusOK)
 		if r.json(t)["transitions"] == nil {
