@@ -48,6 +48,13 @@ func TestJobRunEndpoints(t *testing.T) {
 			t.Fatalf("list: %v", l)
 		}
 		expectDetail(t, h.do(req{method: "GET", path: "/jobs/hello/runs?status=bogus", scope: ScopeRead}), "query", "status")
+		// An unknown job is a 404, a known one without such runs an empty list.
+		expectError(t, h.do(req{method: "GET", path: "/jobs/nope/runs", scope: ScopeRead}), 404, CodeNotFound)
+		r = h.do(req{method: "GET", path: "/jobs/hello/runs?status=timed_out", scope: ScopeRead})
+		expect(t, r, http.StatusOK)
+		if l := r.list(t); len(l) != 0 {
+			t.Fatalf("no timed-out runs: %v", l)
+		}
 
 		// stop a live run: the engine is asked, the reason is kept
 		r = h.do(req{method: "POST", path: "/jobs/hello/runs/" + id + "/stop", body: map[string]any{"reason": "enough"}, scope: ScopeWrite})
