@@ -19,7 +19,6 @@ import (
 // RunSearchStore is what the cross-job and cross-line run lists and the
 // line-run log stream need of the store.
 type RunSearchStore interface {
-	SearchLineRuns(ctx context.Context, f store.RunSearch) ([]store.LineRun, error)
 	LineRunJobRunIDs(ctx context.Context, lineRunID string) ([]string, error)
 	ReadRunsLogs(ctx context.Context, runIDs []string, afterSeq int64) ([]store.RunLogChunk, error)
 }
@@ -127,11 +126,12 @@ func (s *Server) searchLineRuns(c *gin.Context) error {
 		return err
 	}
 	f.Name = firstQuery(c, "line", "line_name")
-	runs, err := s.store.SearchLineRuns(c.Request.Context(), f)
+	runs, err := s.store.ListLineRunsJSON(c.Request.Context(), store.LineRunFilter{LineName: f.Name, Status: f.Status, Since: f.Since,
+		Limit: f.Limit, Offset: f.Offset})
 	if err != nil {
 		return err
 	}
-	return writeLineRuns(c, runs)
+	return writeRawRunList(c, runs)
 }
 
 // wantsFollow tells a log request that asks for Server-Sent Events.

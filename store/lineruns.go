@@ -107,8 +107,11 @@ type LineRun struct {
 type LineRunFilter struct {
 	LineName string
 	Status   run.Status
-	Limit    int
-	Offset   int
+	// Since keeps runs created at or after it; zero keeps all
+	// (ListLineRunsJSON only).
+	Since  time.Time
+	Limit  int
+	Offset int
 }
 
 // lineRunModel is a line run's row. On PostgreSQL the row also has the

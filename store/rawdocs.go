@@ -101,6 +101,9 @@ func (s *Store) ListLineRunsJSON(ctx context.Context, f LineRunFilter) ([]json.R
 	if f.Status != "" {
 		where, args = append(where, "status = ?"), append(args, string(f.Status))
 	}
+	if !f.Since.IsZero() {
+		where, args = append(where, "created_at >= ?"), append(args, f.Since.UTC())
+	}
 	query := "SELECT " + col + " FROM line_runs"
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
