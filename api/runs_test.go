@@ -48,6 +48,13 @@ func TestJobRunEndpoints(t *testing.T) {
 			t.Fatalf("list: %v", l)
 		}
 		expectDetail(t, h.do(req{method: "GET", path: "/jobs/hello/runs?status=bogus", scope: ScopeRead}), "query", "status")
+		// An unknown job is a 404, a known one without such runs an empty list.
+		expectError(t, h.do(req{method: "GET", path: "/jobs/nope/runs", scope: ScopeRead}), 404, CodeNotFound)
+		r = h.do(req{method: "GET", path: "/jobs/hello/runs?status=timed_out", scope: ScopeRead})
+		expect(t, r, http.StatusOK)
+		if l := r.list(t); len(l) != 0 {
+			t.Fatalf("no timed-out runs: %v", l)
+		}
 
 		// stop a live run: the engine is asked, the reason is kept
 		r = h.do(req{method: "POST", path: "/jobs/hello/runs/" + id + "/stop", body: map[string]any{"reason": "enough"}, scope: ScopeWrite})
@@ -118,6 +125,13 @@ func TestLineRunEndpoints(t *testing.T) {
 		expect(t, r, http.StatusOK)
 		if l := r.list(t); len(l) != 1 || l[0]["transitions"] != nil {
 			t.Fatalf("list (without details): %v", l)
+		}
+		// An unknown line is a 404, a page past the end an empty list.
+		expectError(t, h.do(req{method: "GET", path: "/factory/lines/nope/runs", scope: ScopeRead}), 404, CodeNotFound)
+		r = h.do(req{method: "GET", path: "/factory/lines/build-until-green/runs?offset=1", scope: ScopeRead})
+		expect(t, r, http.StatusOK)
+		if l := r.list(t); len(l) != 0 {
+			t.Fatalf("page past the end: %v", l)
 		}
 		r = h.do(req{method: "GET", path: "/factory/line-runs/" + id, scope: ScopeRead})
 		expect(t, r, http.StatusOK)

@@ -19,8 +19,6 @@ import (
 // RunSearchStore is what the cross-job and cross-line run lists and the
 // line-run log stream need of the store.
 type RunSearchStore interface {
-	SearchJobRuns(ctx context.Context, f store.RunSearch) ([]store.JobRun, error)
-	SearchLineRuns(ctx context.Context, f store.RunSearch) ([]store.LineRun, error)
 	LineRunJobRunIDs(ctx context.Context, lineRunID string) ([]string, error)
 	ReadRunsLogs(ctx context.Context, runIDs []string, afterSeq int64) ([]store.RunLogChunk, error)
 }
@@ -115,11 +113,11 @@ func (s *Server) searchJobRuns(c *gin.Context) error {
 	if f.WithoutTimeline, err = summaryRequested(c); err != nil {
 		return err
 	}
-	runs, err := s.store.SearchJobRuns(c.Request.Context(), f)
+	runs, err := s.store.ListJobRunsJSON(c.Request.Context(), f)
 	if err != nil {
 		return err
 	}
-	return writeJobRuns(c, runs)
+	return writeRawRunList(c, runs)
 }
 
 func (s *Server) searchLineRuns(c *gin.Context) error {
@@ -128,11 +126,12 @@ func (s *Server) searchLineRuns(c *gin.Context) error {
 		return err
 	}
 	f.Name = firstQuery(c, "line", "line_name")
-	runs, err := s.store.SearchLineRuns(c.Request.Context(), f)
+	runs, err := s.store.ListLineRunsJSON(c.Request.Context(), store.LineRunFilter{LineName: f.Name, Status: f.Status, Since: f.Since,
+		Limit: f.Limit, Offset: f.Offset})
 	if err != nil {
 		return err
 	}
-	return writeLineRuns(c, runs)
+	return writeRawRunList(c, runs)
 }
 
 // wantsFollow tells a log request that asks for Server-Sent Events.

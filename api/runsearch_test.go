@@ -130,6 +130,15 @@ func TestRunSearch(t *testing.T) {
 		if got := ids(t, get("/factory/line-runs?status=waiting")); got != "" {
 			t.Fatalf("waiting: %s", got)
 		}
+		if got := ids(t, get("/factory/line-runs?since="+base.Add(time.Minute).Format(time.RFC3339))); got != "lr_2" {
+			t.Fatalf("since filter: %s", got)
+		}
+		if got := ids(t, get("/factory/line-runs?since="+base.Format(time.RFC3339))); got != "lr_2,lr_1" {
+			t.Fatalf("since the first run: %s", got)
+		}
+		if got := ids(t, get("/factory/line-runs?limit=1&offset=1&fields=summary")); got != "lr_1" {
+			t.Fatalf("page of summaries: %s", got)
+		}
 		expectDetail(t, h.do(req{method: "GET", path: "/factory/line-runs?status=timed_out", scope: ScopeRead}), "query", "status")
 	})
 }

@@ -6,8 +6,6 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/gin-gonic/gin"
-
-	"github.com/linefactory/linefactory/store"
 )
 
 // The summary shape of the run lists (?fields=summary): every item without
@@ -84,36 +82,6 @@ func summarizeRun(item json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(m)
 }
 
-// writeJobRuns answers a job-run list: JobRunResponse items, or
-// JobRunSummary items when the request asks for the summary.
-func writeJobRuns(c *gin.Context, runs []store.JobRun) error {
-	summary, err := summaryRequested(c)
-	if err != nil {
-		return err
-	}
-	if summary {
-		c.JSON(http.StatusOK, listOfViews(runs, jobRunSummary))
-	} else {
-		c.JSON(http.StatusOK, listOfViews(runs, jobRunResponse))
-	}
-	return nil
-}
-
-// writeLineRuns answers a line-run list: LineRunListItem items, or
-// LineRunSummary items when the request asks for the summary.
-func writeLineRuns(c *gin.Context, runs []store.LineRun) error {
-	summary, err := summaryRequested(c)
-	if err != nil {
-		return err
-	}
-	if summary {
-		c.JSON(http.StatusOK, listOfViews(runs, lineRunSummary))
-	} else {
-		c.JSON(http.StatusOK, listOfViews(runs, lineRunListItem))
-	}
-	return nil
-}
-
 // listOfViews is a list's items in a response shape; never null.
 func listOfViews[S, D any](in []S, f func(S) D) []D {
 	if in == nil {
@@ -122,10 +90,11 @@ func listOfViews[S, D any](in []S, f func(S) D) []D {
 	return convert(in, f)
 }
 
-// writeRawRunList is writeLineRuns for LineRunListItem items that are JSON
-// already (the store's cut of the stored documents); the summary cuts them
-// further by summarizeRun (runviews_test.go checks both cuts against the
-// types).
+// writeRawRunList answers a run list of items that are JSON already:
+// JobRunResponse items (the stored documents with their
+// timelines, or without for the summary) or LineRunListItem items (the
+// store's cut of the stored documents); the summary cuts them further by
+// summarizeRun (runviews_test.go checks both cuts against the types).
 func writeRawRunList(c *gin.Context, items []json.RawMessage) error {
 	summary, err := summaryRequested(c)
 	if err != nil {

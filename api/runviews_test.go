@@ -225,6 +225,27 @@ func TestRunViewsAreTheStoredDocuments(t *testing.T) {
 			}
 			sameJSON(t, "stored job run "+jr.ID, doc, mustJSON(t, jobRunResponse(got)))
 			sameJSON(t, "stored job run summary "+jr.ID, oldSummary(t, doc), mustJSON(t, jobRunSummary(got)))
+			for _, without := range []bool{false, true} {
+				items, err := st.ListJobRunsJSON(ctx, store.RunSearch{Name: created.JobName, Status: created.Status, LineRunID: deref(created.LineRunID),
+					Since: created.CreatedAt.Truncate(time.Second), WithoutTimeline: without})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var item json.RawMessage
+				for _, it := range items {
+					if m, _ := decodeJSON(t, it).(map[string]any); m["id"] == created.ID {
+						item = it
+					}
+				}
+				if item == nil {
+					t.Fatalf("job run %s not listed (without timeline: %v)", created.ID, without)
+				}
+				if without {
+					sameJSON(t, "listed job run summary "+jr.ID, oldSummary(t, item), mustJSON(t, jobRunSummary(got)))
+				} else {
+					sameJSON(t, "listed job run "+jr.ID, item, mustJSON(t, jobRunResponse(got)))
+				}
+			}
 		}
 		for i, lr := range []store.LineRun{richLineRun(), emptyLineRun(), {}} {
 			lr.ID, lr.LineName = fmt.Sprintf("lr_view%d", i), fmt.Sprintf("view%d", i)

@@ -107,10 +107,16 @@ type LineRun struct {
 type LineRunFilter struct {
 	LineName string
 	Status   run.Status
-	Limit    int
-	Offset   int
+	// Since keeps runs created at or after it; zero keeps all
+	// (ListLineRunsJSON only).
+	Since  time.Time
+	Limit  int
+	Offset int
 }
 
+// lineRunModel is a line run's row. On PostgreSQL the row also has the
+// generated column list_doc (migrateLineRunList), which the model leaves
+// out: the reads of whole runs select doc alone.
 type lineRunModel struct {
 	ID            string    `gorm:"primaryKey;size:64"`
 	LineName      string    `gorm:"index;size:255"`
@@ -203,7 +209,7 @@ func (s *Store) CreateLineRun(ctx context.Context, r LineRun) (LineRun, error) {
 // GetLineRun returns a line run by id.
 func (s *Store) GetLineRun(ctx context.Context, id string) (LineRun, error) {
 	var m lineRunModel
-	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&m).Error; err != nil {
+	if err := s.db.WithContext(ctx).Select("doc").Where("id = ?", id).Take(&m).Error; err != nil {
 		return LineRun{}, translate(err, fmt.Sprintf("line run %q", id))
 	}
 	return m.Doc.V, nil
@@ -212,7 +218,7 @@ func (s *Store) GetLineRun(ctx context.Context, id string) (LineRun, error) {
 // ListLineRuns lists line runs newest first.
 func (s *Store) ListLineRuns(ctx context.Context, f LineRunFilter) ([]LineRun, error) {
 	limit, offset := clampPage(f.Limit, f.Offset)
-	q := s.db.WithContext(ctx).Model(&lineRunModel{})
+	q := s.db.WithContext(ctx).Model(&lineRunModel{}).Select("doc")
 	if f.LineName != "" {
 		q = q.Where("line_name = ?", f.LineName)
 	}
@@ -233,7 +239,7 @@ func (s *Store) ListLineRuns(ctx context.Context, f LineRunFilter) ([]LineRun, e
 // FindLineRunsByDelivery returns the runs a trigger delivery started.
 func (s *Store) FindLineRunsByDelivery(ctx context.Context, source, deliveryID string) ([]LineRun, error) {
 	var rows []lineRunModel
-	err := s.db.WithContext(ctx).Where("trigger_source = ? AND delivery_id = ?", source, deliveryID).Order("created_at asc").Find(&rows).Error
+	err := s.db.WithContext(ctx).Select("doc").Where("trigger_source = ? AND delivery_id = ?", source, deliveryID).Order("created_at asc").Find(&rows).Error
 	if err != nil {
 		return nil, translate(err, "find line runs by delivery")
 	}
@@ -249,7 +255,7 @@ func (s *Store) UpdateLineRun(ctx context.Context, id string, change func(*LineR
 	var out LineRun
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var m lineRunModel
-		if err := s.forUpdate(tx).Where("id = ?", id).Take(&m).Error; err != nil {
+		if err := s.forUpdate(tx).Select("doc").Where("id = ?", id).Take(&m).Error; err != nil {
 			return err
 		}
 		r := m.Doc.V

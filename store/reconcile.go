@@ -24,7 +24,7 @@ func (s *Store) UnfinishedJobRuns(ctx context.Context, queuedBefore time.Time, l
 // still queued that were created before queuedBefore, oldest first.
 func (s *Store) UnfinishedLineRuns(ctx context.Context, queuedBefore time.Time, limit int) ([]LineRun, error) {
 	var rows []lineRunModel
-	err := s.db.WithContext(ctx).Where("status IN ? OR (status = ? AND created_at < ?)", []string{string(run.Running), string(run.Waiting)}, string(run.Queued), queuedBefore).
+	err := s.db.WithContext(ctx).Select("doc").Where("status IN ? OR (status = ? AND created_at < ?)", []string{string(run.Running), string(run.Waiting)}, string(run.Queued), queuedBefore).
 		Order("created_at, id").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, translate(err, "list unfinished line runs")

@@ -72,7 +72,7 @@ func (s *Store) SearchJobRuns(ctx context.Context, f RunSearch) ([]JobRun, error
 // SearchLineRuns lists line runs of every line, newest first.
 func (s *Store) SearchLineRuns(ctx context.Context, f RunSearch) ([]LineRun, error) {
 	limit, offset := clampPage(f.Limit, f.Offset)
-	q := s.db.WithContext(ctx).Model(&lineRunModel{})
+	q := s.db.WithContext(ctx).Model(&lineRunModel{}).Select("doc")
 	if f.Name != "" {
 		q = q.Where("line_name = ?", f.Name)
 	}

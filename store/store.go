@@ -183,6 +183,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := s.migrateLineRuns(ctx); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
+	if err := s.migrateLineRunList(ctx); err != nil {
+		return fmt.Errorf("migrate store: %w", err)
+	}
 	if err := s.migrateRunSearch(ctx); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}

@@ -334,3 +334,67 @@ func TestLineRunDeliveryIsUnique(t *testing.T) {
 		}
 	})
 }
+
+// TestLineRunListingFollowsWrites: the listing's items (on PostgreSQL the
+// generated list_doc column) show a run as it was last written, also for
+// runs stored before the column existed (an upgraded database).
+func TestLineRunListingFollowsWrites(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		item := func(line string) map[string]any {
+			t.Helper()
+			items, err := s.ListLineRunsJSON(ctx, store.LineRunFilter{LineName: line})
+			if err != nil || len(items) != 1 {
+				t.Fatalf("list %s: %d items, %v", line, len(items), err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(items[0], &m); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		r, err := s.CreateLineRun(ctx, store.LineRun{LineName: "flow", Status: "queued", Trigger: store.TriggerSummary{Source: "manual"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := item("flow"); got["status"] != "queued" || got["id"] != r.ID {
+			t.Fatalf("created: %v", got)
+		}
+		if _, err := s.UpdateLineRun(ctx, r.ID, func(r *store.LineRun) error {
+			r.Status = run.Running
+			r.Transitions = []store.TakenTransition{{ID: "ab", From: "a", To: "b", Iteration: 1}}
+			r.Stages = []store.LineRunStage{{StageName: "a", StageOrder: 1, Iteration: 1, Status: run.Succeeded}}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got := item("flow")
+		if _, ok := got["transitions"]; ok || got["status"] != "running" || len(got["stages"].([]any)) != 1 {
+			t.Fatalf("updated: %v", got)
+		}
+		if !s.IsPostgres() {
+			return
+		}
+		// A database from before list_doc: the migration adds the column
+		// and fills it for the runs already stored.
+		db := store.DBForTest(s)
+		if err := db.Exec("ALTER TABLE line_runs DROP COLUMN list_doc").Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateLineRun(ctx, store.LineRun{LineName: "old", Status: "failed", Trigger: store.TriggerSummary{Source: "manual"},
+			Transitions: []store.TakenTransition{{ID: "ab", From: "a", To: "b", Iteration: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.MigrateForTest(s); err != nil {
+			t.Fatal(err)
+		}
+		if got := item("old"); got["status"] != "failed" || got["transitions"] != nil {
+			t.Fatalf("after the migration: %v", got)
+		}
+		if err := store.MigrateForTest(s); err != nil { // and again: nothing to do
+			t.Fatal(err)
+		}
+		if got := item("flow"); got["status"] != "running" {
+			t.Fatalf("after migrating twice: %v", got)
+		}
+	})
+}
