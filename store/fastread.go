@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -91,9 +93,11 @@ func (s *Store) readRow(ctx context.Context, query, arg string, f func(cols [][]
 }
 
 // pgReadRow is readRow on PostgreSQL, below database/sql: the statement is
-// prepared once per connection (pgx keeps it by its SQL) and the row is read
-// from the connection's buffer in the text format, so no column value is
-// copied into a driver value, then into a Go string, then into []byte.
+// prepared once per connection (pgx keeps it by its SQL; unless the DSN's
+// default_query_exec_mode keeps no statements, as for a pooler in
+// transaction mode) and the row is read from the connection's buffer in
+// the text format, so no column value is copied into a driver value, then
+// into a Go string, then into []byte.
 func (s *Store) pgReadRow(ctx context.Context, query, arg string, f func(cols [][]byte) error) (found bool, err error) {
 	db, err := s.readDB()
 	if err != nil {
@@ -111,11 +115,20 @@ func (s *Store) pgReadRow(ctx context.Context, query, arg string, f func(cols []
 			return fmt.Errorf("store: PostgreSQL connection is a %T, not pgx's", dc)
 		}
 		pc := c.Conn()
-		sd, err := pc.Prepare(ctx, query, query)
-		if err != nil {
-			return err
+		params := [][]byte{[]byte(arg)}
+		var rr *pgconn.ResultReader
+		switch pc.Config().DefaultQueryExecMode {
+		case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe:
+			sd, err := pc.Prepare(ctx, query, query)
+			if err != nil {
+				return err
+			}
+			rr = pc.PgConn().ExecPrepared(ctx, sd.Name, params, nil, nil)
+		default:
+			// The DSN asks for no statements kept on the server (a
+			// pooler in front of PostgreSQL): an unnamed one per read.
+			rr = pc.PgConn().ExecParams(ctx, query, params, nil, nil, nil)
 		}
-		rr := pc.PgConn().ExecPrepared(ctx, sd.Name, [][]byte{[]byte(arg)}, nil, nil)
 		var ferr error
 		for rr.NextRow() {
 			if !found {
