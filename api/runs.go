@@ -157,7 +157,7 @@ func (s *Server) getJobRun(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.Data(http.StatusOK, "application/json; charset=utf-8", doc)
+	writeJSONDoc(c, doc)
 	return nil
 }
 

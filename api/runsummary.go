@@ -107,7 +107,7 @@ func writeRawRunList(c *gin.Context, items []json.RawMessage) error {
 			}
 		}
 	}
-	c.Data(http.StatusOK, "application/json; charset=utf-8", jsonArray(items))
+	writeJSONDoc(c, jsonArray(items))
 	return nil
 }
 

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -9,12 +10,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -109,6 +113,9 @@ type Server struct {
 	// the engine, so the engine always ends with the newest generation.
 	schedules keyedMutex
 	tokens    tokenCache
+	// tokenMACs are HMACs keyed with cfg.TokenKey, reused across requests
+	// (see tokenHash).
+	tokenMACs sync.Pool
 }
 
 // Route is one registered endpoint and the scope it needs ("" = public).
@@ -144,6 +151,7 @@ func New(cfg Config, st Store) *Server {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{store: st, cfg: cfg, log: cfg.Logger, engine: gin.New(), metrics: newMetrics()}
+	s.tokenMACs.New = func() any { return hmac.New(sha256.New, cfg.TokenKey) }
 	s.metrics.registry.MustRegister(cfg.Metrics...)
 	e := s.engine
 	e.HandleMethodNotAllowed = true
@@ -248,13 +256,22 @@ func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
 func (s *Server) requestIDMiddleware(c *gin.Context) {
 	rid := c.GetHeader("X-Request-Id")
 	if !requestIDRE.MatchString(rid) {
-		var b [12]byte
-		_, _ = rand.Read(b[:])
-		rid = "req_" + hex.EncodeToString(b[:])
+		rid = newRequestID()
 	}
 	c.Set(requestIDKey, rid)
 	c.Header("X-Request-Id", rid)
 	c.Next()
+}
+
+// newRequestID returns "req_" and 12 random bytes in hex, built in one
+// allocation.
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	var id [4 + 2*len(b)]byte
+	copy(id[:], "req_")
+	hex.Encode(id[4:], b[:])
+	return string(id[:])
 }
 
 // now is the server's clock in UTC.
@@ -302,7 +319,11 @@ func (s *Server) bodyLimitMiddleware(c *gin.Context) {
 		s.writeError(c, &http.MaxBytesError{Limit: s.cfg.MaxBodyBytes})
 		return
 	}
-	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+	// A request without a body (the server's http.NoBody) has nothing to
+	// bound.
+	if c.Request.Body != nil && c.Request.Body != http.NoBody {
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+	}
 	c.Next()
 }
 
@@ -312,7 +333,31 @@ const actorKey = "actor"
 // stored before the server key (TokenKey), and still are without one.
 func HashToken(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
+	return hexString(sum[:])
+}
+
+// hexString is hex.EncodeToString of a SHA-256 sum in one allocation.
+func hexString(sum []byte) string {
+	if len(sum) > sha256.Size {
+		return hex.EncodeToString(sum)
+	}
+	var dst [2 * sha256.Size]byte
+	return string(dst[:hex.Encode(dst[:], sum)])
+}
+
+// tokenHash is s.cfg.TokenKey.Hash(secret) with an HMAC from s.tokenMACs
+// rather than a new one per request.
+func (s *Server) tokenHash(secret string) string {
+	if len(s.cfg.TokenKey) == 0 {
+		return HashToken(secret)
+	}
+	mac := s.tokenMACs.Get().(hash.Hash)
+	mac.Reset()
+	_, _ = io.WriteString(mac, secret)
+	var sum [sha256.Size]byte
+	out := hexString(mac.Sum(sum[:0]))
+	s.tokenMACs.Put(mac)
+	return out
 }
 
 // NewTokenSecret returns a new random 32-byte token secret, hex encoded with
@@ -343,10 +388,14 @@ func (s *Server) authMiddleware(scope string) gin.HandlerFunc {
 			s.writeError(c, httpError(http.StatusUnauthorized, CodeAuthRequired, "a bearer token is required: Authorization: Bearer <token>"))
 			return
 		}
-		hash := s.cfg.TokenKey.Hash(secret)
-		tok, err := s.tokens.find(c.Request.Context(), hash, func(ctx context.Context, _ string) (store.Token, error) {
-			return FindToken(ctx, s.store, s.cfg.TokenKey, secret)
-		})
+		hash := s.tokenHash(secret)
+		tok, ok := s.tokens.get(hash)
+		var err error
+		if !ok {
+			tok, err = s.tokens.find(c.Request.Context(), hash, func(ctx context.Context, _ string) (store.Token, error) {
+				return FindToken(ctx, s.store, s.cfg.TokenKey, secret)
+			})
+		}
 		if errors.Is(err, store.ErrNotFound) || (err == nil && subtle.ConstantTimeCompare([]byte(tok.Hash), []byte(hash)) != 1) {
 			s.writeError(c, httpError(http.StatusUnauthorized, CodeAuthRequired, "the bearer token is not valid"))
 			return
@@ -378,6 +427,17 @@ func (s *Server) touchToken(c *gin.Context, tok *cachedToken) {
 		s.log.WarnContext(c.Request.Context(), "record token use", slog.String("request_id", requestID(c)),
 			slog.String("token", tok.Name), slog.String("error", err.Error()))
 	}
+}
+
+// jsonContentType is the Content-Type of a JSON response, one slice shared
+// by the responses writeJSONDoc writes (gin's c.Data makes one per call).
+var jsonContentType = []string{"application/json; charset=utf-8"}
+
+// writeJSONDoc answers 200 with doc, a JSON document as stored.
+func writeJSONDoc(c *gin.Context, doc []byte) {
+	c.Writer.Header()["Content-Type"] = jsonContentType
+	c.Status(http.StatusOK)
+	_, _ = c.Writer.Write(doc)
 }
 
 // ---------------------------------------------------------------- operations
@@ -417,6 +477,9 @@ type metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+
+	mu    sync.RWMutex
+	byKey map[seriesKey]series
 }
 
 func newMetrics() *metrics {
@@ -436,9 +499,44 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) observe(method, route string, status int, d time.Duration) {
+	o := m.series(method, route, status)
+	o.requests.Inc()
+	o.latency.Observe(d.Seconds())
+}
+
+// seriesKey names the series of one method, route and status.
+type seriesKey struct {
+	method, route string
+	status        int
+}
+
+// series are a seriesKey's counter and histogram, looked up once.
+type series struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
+
+// series returns the series of method, route and status; after the first
+// request of a kind, without allocating (the label values, the status as a
+// string and the vectors' lookups were a few allocations per request). There
+// is one entry per series the vectors hold.
+func (m *metrics) series(method, route string, status int) series {
+	k := seriesKey{method, route, status}
+	m.mu.RLock()
+	o, ok := m.byKey[k]
+	m.mu.RUnlock()
+	if ok {
+		return o
+	}
 	code := strconv.Itoa(status)
-	m.requests.WithLabelValues(method, route, code).Inc()
-	m.latency.WithLabelValues(method, route, code).Observe(d.Seconds())
+	o = series{requests: m.requests.WithLabelValues(method, route, code), latency: m.latency.WithLabelValues(method, route, code)}
+	m.mu.Lock()
+	if m.byKey == nil {
+		m.byKey = map[seriesKey]series{}
+	}
+	m.byKey[k] = o
+	m.mu.Unlock()
+	return o
 }
 
 func (s *Server) metricsHandler(c *gin.Context) error {

@@ -19,6 +19,10 @@ const DefaultSignatureTolerance = 5 * time.Minute
 // strictQueryMiddleware rejects a query parameter given more than once
 // (limit=1&limit=500): which one counts would be a guess.
 func (s *Server) strictQueryMiddleware(c *gin.Context) {
+	if c.Request.URL.RawQuery == "" {
+		c.Next()
+		return
+	}
 	for k, vs := range c.Request.URL.Query() {
 		if len(vs) > 1 {
 			s.writeError(c, invalid("repeated_parameter", "query parameter "+k+" is given more than once", "query", k))

@@ -41,6 +41,12 @@ func (tc *tokenCache) init() {
 	tc.once.Do(func() { tc.lru = expirable.NewLRU[string, *cachedToken](tokenCacheSize, nil, tokenCacheTTL) })
 }
 
+// get returns the token cached under key, if any.
+func (tc *tokenCache) get(key string) (*cachedToken, bool) {
+	tc.init()
+	return tc.lru.Get(key)
+}
+
 // find returns the token stored under key, from the cache when it was
 // looked up less than tokenCacheTTL ago.
 func (tc *tokenCache) find(ctx context.Context, key string, lookup func(context.Context, string) (store.Token, error)) (*cachedToken, error) {

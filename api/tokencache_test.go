@@ -109,3 +109,19 @@ func TestTokenCacheTouchOnce(t *testing.T) {
 		t.Fatal("no touch claimed after a failed write")
 	}
 }
+
+// TestTokenHashPooled: the request path's hash (an HMAC reused across
+// requests) is the stored one, TokenKey.Hash, with and without a key, also
+// when the same HMAC hashes several secrets in turn.
+func TestTokenHashPooled(t *testing.T) {
+	for _, key := range []TokenKey{nil, TokenKey("0123456789abcdef0123456789abcdef")} {
+		s := New(Config{TokenKey: key}, nil)
+		for i := 0; i < 3; i++ {
+			for _, secret := range []string{"lf_a", NewTokenSecret(), ""} {
+				if got, want := s.tokenHash(secret), key.Hash(secret); got != want {
+					t.Fatalf("key %q, secret %q: tokenHash %s, TokenKey.Hash %s", key, secret, got, want)
+				}
+			}
+		}
+	}
+}

@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -13,26 +11,32 @@ import (
 
 // GetLineRunJSON returns a line run's stored JSON document as is.
 func (s *Store) GetLineRunJSON(ctx context.Context, id string) (json.RawMessage, error) {
-	return s.rawDoc(ctx, "line_runs", id, "line run")
+	return s.rawDoc(ctx, lineRunDoc, id, "line run")
 }
 
-func (s *Store) rawDoc(ctx context.Context, table, id, what string) (json.RawMessage, error) {
-	query := "SELECT doc FROM " + table + " WHERE id = ?"
+// lineRunDoc reads a line run's document: SQLite's and PostgreSQL's (jsonb
+// comes back as text anyway; say so for the driver).
+var lineRunDoc = [2]string{"SELECT doc FROM line_runs WHERE id = ?", "SELECT doc::text FROM line_runs WHERE id = ?"}
+
+func (s *Store) rawDoc(ctx context.Context, query [2]string, id, what string) (json.RawMessage, error) {
+	q := query[0]
 	if s.postgres {
-		query = "SELECT doc::text FROM " + table + " WHERE id = ?" // jsonb comes back as text anyway; say so for the driver
+		q = query[1]
 	}
-	var doc []byte
-	row, err := s.queryRow(ctx, query, id)
-	if err == nil {
-		err = row.Scan(&doc)
-	}
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && len(doc) == 0) {
+	var doc json.RawMessage
+	found, err := s.readRow(ctx, q, id, func(cols [][]byte) error {
+		if len(cols[0]) > 0 {
+			doc = append(make(json.RawMessage, 0, len(cols[0])), cols[0]...)
+		}
+		return nil
+	})
+	if err == nil && (!found || len(doc) == 0) {
 		return nil, fmt.Errorf("%s %q: %w", what, id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, translate(err, fmt.Sprintf("%s %q", what, id))
 	}
-	return json.RawMessage(doc), nil
+	return doc, nil
 }
 
 // lineRunListDrops are the keys a line-run listing leaves out of each run:

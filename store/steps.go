@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
@@ -355,23 +354,23 @@ func (s *Store) splicedJobRun() string {
 
 // GetJobRunJSON returns a job run as GetJobRun would encode it, from the
 // stored JSON as is: the document with its timeline entries spliced in as
-// "step_timeline" (the document never holds that key).
+// "step_timeline" (the document never holds that key). The response is
+// built from the row as read, in one allocation.
 func (s *Store) GetJobRunJSON(ctx context.Context, id string) (json.RawMessage, error) {
 	var (
-		doc   []byte
-		steps sql.NullString
+		out json.RawMessage
+		ok  bool
 	)
-	row, err := s.queryRow(ctx, s.splicedJobRun(), id)
-	if err == nil {
-		err = row.Scan(&doc, &steps)
-	}
-	if errors.Is(err, sql.ErrNoRows) {
+	found, err := s.readRow(ctx, s.splicedJobRun(), id, func(cols [][]byte) error {
+		out, ok = spliceTimeline(cols[0], cols[1])
+		return nil
+	})
+	if err == nil && !found {
 		return nil, fmt.Errorf("job run %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, translate(err, fmt.Sprintf("job run %q", id))
 	}
-	out, ok := spliceTimeline(doc, steps.String)
 	if !ok {
 		return nil, fmt.Errorf("job run %q: stored document is not an object", id)
 	}
@@ -380,7 +379,7 @@ func (s *Store) GetJobRunJSON(ctx context.Context, id string) (json.RawMessage, 
 
 // spliceTimeline adds "step_timeline":[entries] as the last key of the
 // JSON object doc.
-func spliceTimeline(doc []byte, entries string) (json.RawMessage, bool) {
+func spliceTimeline(doc, entries []byte) (json.RawMessage, bool) {
 	end := len(doc)
 	for end > 0 && (doc[end-1] == ' ' || doc[end-1] == '\n' || doc[end-1] == '\t' || doc[end-1] == '\r') {
 		end--

@@ -50,6 +50,7 @@ import (
 //	FACTORY_RECONCILE_INTERVAL --reconcile-interval  how often workers reconcile unfinished records with Temporal (30s)
 //	FACTORY_RECONCILE_GRACE    --reconcile-grace     age of a queued record before it counts as never started (15s)
 //	FACTORY_INFERENCE_GATEWAY_URL --inference-gateway-url  base URL steps reach the inference gateway at (http://<addr>/inference/v1)
+//	GOGC                                     Go's collector target; serve runs with 200 unless it is set (gc.go)
 type config struct {
 	HTTPAddr       string
 	DataDir        string

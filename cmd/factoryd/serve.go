@@ -45,6 +45,7 @@ func runServe(args []string) int {
 // address once it listens.
 // banner, if not nil, receives a short human summary once the API listens.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, ready chan<- string, banner io.Writer) error {
+	setGCPercent()
 	if err := privateDataDir(cfg.DataDir); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
