@@ -54,6 +54,23 @@ func (s *Store) queryRows(ctx context.Context, query string, args ...any) (*sql.
 	return stmt.QueryContext(ctx, args...)
 }
 
+// queryRow runs a read of one row (? placeholders, as queryRows') on a
+// reader: on SQLite prepared once per reader connection.
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) (*sql.Row, error) {
+	db, err := s.readDB()
+	if err != nil {
+		return nil, err
+	}
+	if s.postgres {
+		return db.QueryRowContext(ctx, pgQueries.of(query), args...), nil
+	}
+	stmt, err := s.stmts.prepare(ctx, db, query)
+	if err != nil {
+		return nil, err
+	}
+	return stmt.QueryRowContext(ctx, args...), nil
+}
+
 // readRow runs query, a read of at most one row by one text argument, and
 // hands the raw text of the row's columns (nil for NULL) to f. The bytes are
 // valid only during the call: f copies what it keeps, so a read by id

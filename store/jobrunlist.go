@@ -67,7 +67,7 @@ func (s *Store) ListJobRunsJSON(ctx context.Context, f RunSearch) ([]json.RawMes
 			out = append(out, doc)
 			continue
 		}
-		item, ok := spliceTimeline(doc, entries.String)
+		item, ok := spliceTimeline(doc, []byte(entries.String))
 		if !ok {
 			return nil, fmt.Errorf("job run %q: stored document is not an object", id)
 		}
