@@ -109,3 +109,56 @@ func ExecCost(ctx context.Context, l *Local, name string, n int) (float64, error
 	}
 	return float64(time.Since(t0).Microseconds()) / 1000 / float64(n), nil
 }
+
+// BenchmarkOnlineProvisionCost measures the CPU time (this process and its
+// reaped children: bwrap, slirp4netns, …) of an online isolated sandbox's
+// life: Acquire, its first command (`true`, which makes its network
+// namespace, attaches slirp4netns and blocks the host) and Delete. It
+// prints the median per sandbox over provisionSamples samples of
+// provisionRuns sandboxes each, after a warm-up.
+//
+//	go test -run '^$' -bench OnlineProvisionCost -benchtime 1x ./activities/sandbox/
+func BenchmarkOnlineProvisionCost(b *testing.B) {
+	if b.N > 1 {
+		b.Skip("run with -benchtime 1x: one pass measures everything")
+	}
+	if err := CheckIsolation(); err != nil {
+		b.Skipf("SKIPPING: this host cannot isolate sandboxes: %v", err)
+	}
+	l, err := NewLocalWith(b.TempDir(), Options{Isolation: IsolationBwrap})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(l.Close)
+	ctx := context.Background()
+	var cpu, wall []float64
+	for s := -1; s < provisionSamples; s++ {
+		cpu0, t0 := cpuMs(), time.Now()
+		for i := 0; i < provisionRuns; i++ {
+			sb, err := l.Acquire(ctx, Spec{Mode: "provision", Name: fmt.Sprintf("online-%d-%d", s+1, i), InternetEnabled: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := ExecCost(ctx, l, sb.Name, 1); err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Delete(ctx, sb.Name); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if s >= 0 { // the first sample warms up
+			cpu = append(cpu, (cpuMs()-cpu0)/provisionRuns)
+			wall = append(wall, float64(time.Since(t0).Microseconds())/1000/provisionRuns)
+		}
+	}
+	slices.Sort(cpu)
+	slices.Sort(wall)
+	fmt.Printf("online sandbox Acquire+Exec(true)+Delete: CPU %.2f ms (samples %.2f–%.2f), wall %.2f ms\n",
+		cpu[len(cpu)/2], cpu[0], cpu[len(cpu)-1], wall[len(wall)/2])
+	b.ReportMetric(cpu[len(cpu)/2], "cpu-ms/sandbox")
+}
+
+const (
+	provisionSamples = 5
+	provisionRuns    = 10
+)

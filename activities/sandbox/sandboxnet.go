@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,6 +28,13 @@ import (
 // polls. The namespace belongs to the host's user namespace, so a step
 // (root at most in its own user namespace) cannot change its routes.
 //
+// factoryd adds the unreachable routes itself, over a netlink socket
+// opened inside the namespace by the thread that made it (a socket stays
+// in the namespace it was opened in, whichever thread uses it): no
+// nsenter or ip is run, and no thread that goes on running other
+// goroutines ever changes namespace. If a route cannot be added, the
+// command fails (its sandbox is never left reachable).
+//
 // Two kinds of commands get a namespace of their own, made and dropped
 // with them: those that reach worker Services (their forwarder listens on
 // the command's own 127.0.0.1, which no other command may share) and those
@@ -38,15 +46,15 @@ const netIdle = 5 * time.Minute
 
 // sandboxNet is a network namespace for a sandbox's commands.
 type sandboxNet struct {
-	ns     *os.File // /proc/<tid>/ns/net of the thread that made it
-	stop   func()   // ends slirp4netns (online) and waits for it
-	kill   func()   // kills slirp4netns (online) without waiting
-	slirp  int      // its pid
+	ns     *os.File        // /proc/<tid>/ns/net of the thread that made it
+	nl     *netlink.Handle // online: a NETLINK_ROUTE socket in it
+	stop   func()          // ends slirp4netns (online) and waits for it
+	kill   func()          // kills slirp4netns (online) without waiting
+	slirp  int             // its pid
 	online bool
 
 	mu       sync.Mutex
-	ranges   bool            // the private ranges are unreachable
-	blocked  map[string]bool // host addresses with an unreachable route
+	blocked  map[string]bool // destinations (CIDR) with an unreachable route
 	users    int             // commands running in it
 	lastUsed time.Time
 }
@@ -69,27 +77,34 @@ func (e *netEntry) made() *sandboxNet {
 // environment (the sandbox's marker).
 func makeNet(online bool, env []string) (*sandboxNet, error) {
 	n := &sandboxNet{online: online, blocked: map[string]bool{}, stop: func() {}, kill: func() {}}
-	nsc := make(chan *os.File, 1)
-	errc := make(chan error, 1)
+	done := make(chan error, 1)
 	onOwnThread(func() { // the thread ends with the goroutine, leaving the namespace
 		if err := syscall.Unshare(syscall.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("new network namespace: %w", err)
+			done <- fmt.Errorf("new network namespace: %w", err)
 			return
 		}
 		if err := loopbackUp(); err != nil {
-			errc <- fmt.Errorf("bring up the loopback interface: %w", err)
+			done <- fmt.Errorf("bring up the loopback interface: %w", err)
 			return
 		}
 		f, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", syscall.Gettid()))
 		if err != nil {
-			errc <- err
+			done <- err
 			return
 		}
-		nsc <- f
+		if online {
+			h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+			if err != nil {
+				f.Close()
+				done <- fmt.Errorf("netlink socket in the sandbox's network namespace: %w", err)
+				return
+			}
+			n.nl = h
+		}
+		n.ns = f
+		done <- nil
 	})
-	select {
-	case n.ns = <-nsc:
-	case err := <-errc:
+	if err := <-done; err != nil {
 		return nil, err
 	}
 	if !online {
@@ -162,49 +177,67 @@ func (w *headWriter) Write(p []byte) (int, error) {
 func (w *headWriter) String() string { return w.buf.String() }
 
 // blockHost makes the private ranges and every address the host has now
-// unreachable in the namespace (once each).
+// unreachable in the namespace (once each). A route it added stays
+// recorded even if a later one fails: the next call adds only the rest.
 func (n *sandboxNet) blockHost() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var routes []string
-	if !n.ranges {
-		routes = append(routes, blockedRanges...)
+	if n.nl == nil {
+		return fmt.Errorf("block the host's addresses in the sandbox: its network is closed")
 	}
-	var add []string
+	var dsts []*net.IPNet
+	for _, r := range blockedRanges {
+		_, dst, err := net.ParseCIDR(r)
+		if err != nil {
+			return err
+		}
+		dsts = append(dsts, dst)
+	}
 	addrs, _ := net.InterfaceAddrs()
 	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !n.blocked[ipn.IP.String()] {
-			add = append(add, ipn.IP.String())
-			routes = append(routes, ipn.IP.String()+"/32")
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+			dsts = append(dsts, &net.IPNet{IP: ipn.IP.To4(), Mask: net.CIDRMask(32, 32)})
 		}
 	}
-	if len(routes) == 0 {
-		return nil
+	for _, dst := range dsts {
+		if n.blocked[dst.String()] {
+			continue // already, or an address on two interfaces
+		}
+		if err := n.unreachable(dst); err != nil {
+			return err
+		}
+		n.blocked[dst.String()] = true
 	}
-	var batch strings.Builder
-	for _, r := range routes {
-		fmt.Fprintf(&batch, "route add unreachable %s\n", r)
-	}
-	cmd := exec.Command("nsenter", "--net=/proc/self/fd/3", "--", "ip", "-batch", "-")
-	cmd.ExtraFiles = []*os.File{n.ns}
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	cmd.Stdin = strings.NewReader(batch.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("block the host's addresses in the sandbox (nsenter, ip): %v: %s", err, bytes.TrimSpace(out))
-	}
-	n.ranges = true
-	for _, a := range add {
-		n.blocked[a] = true
+	return nil
+}
+
+// unreachable adds an unreachable route to dst in the namespace's main
+// table: what `ip route add unreachable <dst>` adds (protocol boot, scope
+// global; an existing route to dst is an error).
+func (n *sandboxNet) unreachable(dst *net.IPNet) error {
+	err := n.nl.RouteAdd(&netlink.Route{
+		Dst:      dst,
+		Type:     unix.RTN_UNREACHABLE,
+		Table:    unix.RT_TABLE_MAIN,
+		Protocol: unix.RTPROT_BOOT,
+		Scope:    netlink.SCOPE_UNIVERSE,
+	})
+	if err != nil {
+		return fmt.Errorf("block the host's addresses in the sandbox: netlink: route add unreachable %s: %w", dst, err)
 	}
 	return nil
 }
 
 // close ends slirp4netns and lets the namespace go (with the last process
-// in it). It waits for a blockHost under way (which passes n.ns to nsenter).
+// in it). It waits for a blockHost under way (which uses n.nl).
 func (n *sandboxNet) close() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.stop()
+	if n.nl != nil {
+		n.nl.Close()
+		n.nl = nil
+	}
 	if n.ns != nil {
 		n.ns.Close()
 	}

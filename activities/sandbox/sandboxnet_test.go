@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/linefactory/linefactory/internal/testwait"
 	"github.com/linefactory/linefactory/manifests"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // netOf is the network namespace a command of the sandbox runs in, and the
@@ -26,6 +29,58 @@ func netOf(t *testing.T, l *Local, req ExecRequest) (ns, routes string) {
 	return ns, routes
 }
 
+// hostAddrs are the host's IPv4 addresses but loopback.
+func hostAddrs(t *testing.T) []string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+			ips = append(ips, ipn.IP.String())
+		}
+	}
+	return ips
+}
+
+// TestBlockHostNetlink: blockHost adds each unreachable route once (a
+// second call adds nothing and succeeds), says which route it could not
+// add and why, and fails once the network is closed.
+func TestBlockHostNetlink(t *testing.T) {
+	newIsolated(t) // skips where namespaces cannot be made
+	n, err := makeNet(true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.close()
+	if err := n.blockHost(); err != nil {
+		t.Fatalf("a second blockHost: %v", err)
+	}
+	routes, err := n.nl.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := 0
+	for _, r := range routes {
+		if r.Type == unix.RTN_UNREACHABLE {
+			unreachable++
+		}
+	}
+	if want := len(blockedRanges) + len(hostAddrs(t)); unreachable != want || len(n.blocked) != want {
+		t.Fatalf("%d unreachable routes, %d recorded, want %d: %v", unreachable, len(n.blocked), want, routes)
+	}
+	delete(n.blocked, "10.0.0.0/8") // as if not added: the kernel has it
+	if err := n.blockHost(); err == nil || !strings.Contains(err.Error(), "route add unreachable 10.0.0.0/8: file exists") {
+		t.Fatalf("adding an existing route: %v", err)
+	}
+	n.close()
+	if err := n.blockHost(); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("blockHost after close: %v", err)
+	}
+}
+
 // TestSandboxNetShared: a sandbox's commands share one network namespace
 // (its private ranges unreachable from the first command on), which a
 // step cannot change, even as root of its user namespace; commands that
@@ -35,7 +90,14 @@ func TestSandboxNetShared(t *testing.T) {
 	l := newIsolated(t)
 	sb := acquire(t, l, Spec{Name: "shared", InternetEnabled: true})
 	first, routes := netOf(t, l, ExecRequest{Sandbox: sb.Name})
-	for _, r := range append([]string{"default via 10.0.2.2"}, blockedRanges...) {
+	want := []string{"default via 10.0.2.2"}
+	for _, r := range blockedRanges {
+		want = append(want, "unreachable "+r+" ")
+	}
+	for _, ip := range hostAddrs(t) {
+		want = append(want, "unreachable "+ip+" ")
+	}
+	for _, r := range want {
 		if !strings.Contains(routes, r) {
 			t.Fatalf("the first command's routes lack %q:\n%s", r, routes)
 		}
