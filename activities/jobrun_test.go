@@ -75,6 +75,7 @@ func TestComputeCostWithConfiguredRates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(drv.Close) // its idle sandboxes' cgroups go with it
 	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: run.Queued}}}
 	// Every reading of the clock is an hour later: RunStep reads it when the
 	// step starts and when it ends.

@@ -27,6 +27,7 @@ func TestAcquireSandboxPlacement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(drv.Close) // its idle sandboxes' cgroups go with it
 		if err := st.HeartbeatWorker(ctx, store.Worker{ID: id, Queue: WorkerQueue("linefactory", id), MaxSteps: 4}); err != nil {
 			t.Fatal(err)
 		}
@@ -105,6 +106,7 @@ func TestTeardownHeld(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(drv.Close) // its idle sandboxes' cgroups go with it
 		if err := st.HeartbeatWorker(ctx, store.Worker{ID: id, Queue: WorkerQueue("linefactory", id), MaxSteps: 4}); err != nil {
 			t.Fatal(err)
 		}

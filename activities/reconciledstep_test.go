@@ -20,6 +20,7 @@ func TestCancelledStepKeepsReconciledOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(drv.Close) // its idle sandboxes' cgroups go with it
 	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: run.Queued}}}
 	a := &Activities{Store: st, Sandboxes: drv, OutputDir: t.TempDir()}
 	bg := context.Background()

@@ -103,6 +103,7 @@ env = { CUSTOM_ENV = "yes" }
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(drv.Close) // its idle sandboxes' cgroups go with it
 	if _, err := drv.Acquire(context.Background(), sandbox.Spec{Mode: "ensure", Name: "box", Vcpus: 1, MemoryMB: 512}); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ func TestTeardownSandboxProvisionedBy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(drv.Close) // its idle sandboxes' cgroups go with it
 	a := &Activities{Store: &runStore{runs: map[string]store.JobRun{}}, Sandboxes: drv}
 	ctx := context.Background()
 	online, idle := true, 60

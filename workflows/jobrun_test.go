@@ -122,6 +122,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(drv.Close) // its idle sandboxes' cgroups go with it
 	st := newMemStore()
 	f := &fixture{store: st, acts: &activities.Activities{Store: st, Sandboxes: drv, Rates: activities.DefaultCostRates,
 		OutputDir: t.TempDir(), HeartbeatInterval: 100 * time.Millisecond}}

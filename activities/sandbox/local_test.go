@@ -29,6 +29,7 @@ func newLocal(t *testing.T) *Local {
 		for _, e := range entries {
 			_ = l.Delete(context.Background(), e.Name())
 		}
+		l.Close()
 	})
 	return l
 }

@@ -363,8 +363,11 @@ func (l *Local) dropIdleNets(now time.Time) {
 }
 
 // Close ends every sandbox network this driver holds (and their
-// slirp4netns). Commands still running keep theirs until they end.
+// slirp4netns) and removes the cgroups of its idle sandboxes (which would
+// otherwise outlive the process: they go 2 s after a sandbox's last
+// command). Commands still running keep theirs until they end.
 func (l *Local) Close() {
+	l.ReleaseGroups()
 	l.netmu.Lock()
 	nets := l.nets
 	l.nets = map[string]*netEntry{}

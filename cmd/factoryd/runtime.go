@@ -118,8 +118,7 @@ func startRuntime(ctx context.Context, cfg config, st *store.Store, logger *slog
 func (rt *runtime) Close() {
 	rt.workers.stop()
 	if rt.sandboxes != nil {
-		rt.sandboxes.ReleaseGroups() // the workers stopped: no step runs
-		rt.sandboxes.Close()
+		rt.sandboxes.Close() // the workers stopped: no step runs; idle sandboxes' groups go too
 	}
 	if rt.client != nil {
 		rt.client.Close()
