@@ -39,6 +39,7 @@ import (
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	"go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -66,6 +67,8 @@ type Server struct {
 	uiURL     string
 	namespace string
 	apiKey    string
+	// quiet silences the server's log while it stops (newServer).
+	quiet zap.AtomicLevel
 }
 
 // FrontendAddr is the host:port SDK clients dial.
@@ -174,7 +177,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.srv, err = newServer(conf, cfg.LogLevel, newKeyClaims(s.apiKey, uiKey)); err != nil {
+	if s.quiet, err = zap.ParseAtomicLevel(cfg.LogLevel); err != nil { // raised to fatal by Stop
+		return nil, fmt.Errorf("embedded temporal: log level: %w", err)
+	}
+	if s.srv, err = newServer(conf, cfg.LogLevel, newKeyClaims(s.apiKey, uiKey), s.quiet); err != nil {
 		return nil, err
 	}
 	if err := waitTCP(ctx, s.frontend, 30*time.Second); err != nil {
@@ -324,8 +330,11 @@ func serverConfig(frontend string, port int, sqlCfg *tconfig.SQL) (*tconfig.Conf
 // newServer creates and starts the Temporal server: the public frontend
 // authorizes callers by the roles claims gives them (the internal one
 // admits every caller that got through its mutual TLS).
-func newServer(conf *tconfig.Config, logLevel string, claims authorization.ClaimMapper) (temporal.Server, error) {
-	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: logLevel, Format: "json"}))
+func newServer(conf *tconfig.Config, logLevel string, claims authorization.ClaimMapper, quiet zap.AtomicLevel) (temporal.Server, error) {
+	// quiet is lowered to nothing but fatal while the server stops: its
+	// services then log errors about each other being gone (matching's
+	// "Not enough hosts to serve the request"), which are not failures.
+	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: logLevel, Format: "json"}).WithOptions(zap.IncreaseLevel(quiet)))
 	tlsProvider, err := newInternodeTLS()
 	if err != nil {
 		return nil, fmt.Errorf("embedded temporal: %w", err)
@@ -388,6 +397,7 @@ func (s *Server) Stop() error {
 	}
 	var err error
 	if s.srv != nil {
+		s.quiet.SetLevel(zap.FatalLevel)
 		err = s.srv.Stop()
 	}
 	s.release()
