@@ -3,8 +3,6 @@ package api
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
-	"github.com/linefactory/linefactory/store/storetest"
 )
 
 // BenchmarkListPath: the API's cost per request of a page of 50 runs (GET
@@ -22,16 +19,8 @@ import (
 func BenchmarkListPath(b *testing.B) {
 	for _, db := range []string{"sqlite", "postgres"} {
 		b.Run(db, func(b *testing.B) {
-			st := storetest.SQLite(b)
-			if db == "postgres" {
-				st = storetest.Postgres(b)
-			}
 			ctx := context.Background()
-			srv := New(Config{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}, st)
-			secret := NewTokenSecret()
-			if _, err := st.CreateToken(ctx, "bench", ScopeRead, HashToken(secret)); err != nil {
-				b.Fatal(err)
-			}
+			st, srv, secret := benchServer(b, db)
 			if _, _, err := st.DeployJobVersion(ctx, "j", []byte(`{}`), "sha256:j"); err != nil {
 				b.Fatal(err)
 			}

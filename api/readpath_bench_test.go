@@ -23,16 +23,8 @@ import (
 func BenchmarkReadPath(b *testing.B) {
 	for _, db := range []string{"sqlite", "postgres"} {
 		b.Run(db, func(b *testing.B) {
-			st := storetest.SQLite(b)
-			if db == "postgres" {
-				st = storetest.Postgres(b)
-			}
 			ctx := context.Background()
-			srv := New(Config{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}, st)
-			secret := NewTokenSecret()
-			if _, err := st.CreateToken(ctx, "bench", ScopeRead, HashToken(secret)); err != nil {
-				b.Fatal(err)
-			}
+			st, srv, secret := benchServer(b, db)
 			var timeline []store.StepTimelineEntry
 			for i := 0; i < 20; i++ {
 				timeline = append(timeline, store.StepTimelineEntry{Name: fmt.Sprintf("step-%d", i+1), TaskName: "t", Action: "exec", Status: run.Succeeded})
@@ -63,4 +55,21 @@ func BenchmarkReadPath(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchServer is the API on a fresh store of db ("sqlite" or "postgres")
+// with a read token, for the path benchmarks.
+func benchServer(b *testing.B, db string) (*store.Store, *Server, string) {
+	var st *store.Store
+	if db == "postgres" {
+		st = storetest.Postgres(b)
+	} else {
+		st = storetest.SQLite(b)
+	}
+	srv := New(Config{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}, st)
+	secret := NewTokenSecret()
+	if _, err := st.CreateToken(context.Background(), "bench", ScopeRead, HashToken(secret)); err != nil {
+		b.Fatal(err)
+	}
+	return st, srv, secret
 }
