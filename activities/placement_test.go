@@ -22,19 +22,7 @@ import (
 func TestAcquireSandboxPlacement(t *testing.T) {
 	st := storetest.SQLite(t)
 	ctx := context.Background()
-	mk := func(id string) *Activities {
-		drv, err := sandbox.NewLocal(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(drv.Close) // its idle sandboxes' cgroups go with it
-		if err := st.HeartbeatWorker(ctx, store.Worker{ID: id, Queue: WorkerQueue("linefactory", id), MaxSteps: 4}); err != nil {
-			t.Fatal(err)
-		}
-		return &Activities{Store: &runStore{runs: map[string]store.JobRun{}}, Sandboxes: drv, Placements: st,
-			Worker: Worker{ID: id, Queue: WorkerQueue("linefactory", id)}}
-	}
-	a, b := mk("w-a"), mk("w-b")
+	a, b := placedWorker(t, st, "w-a"), placedWorker(t, st, "w-b")
 	errType := func(err error) string {
 		var ae *temporal.ApplicationError
 		if errors.As(err, &ae) {
@@ -101,19 +89,7 @@ func TestAcquireSandboxPlacement(t *testing.T) {
 func TestTeardownHeld(t *testing.T) {
 	st := storetest.SQLite(t)
 	ctx := context.Background()
-	mk := func(id string) *Activities {
-		drv, err := sandbox.NewLocal(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(drv.Close) // its idle sandboxes' cgroups go with it
-		if err := st.HeartbeatWorker(ctx, store.Worker{ID: id, Queue: WorkerQueue("linefactory", id), MaxSteps: 4}); err != nil {
-			t.Fatal(err)
-		}
-		return &Activities{Store: &runStore{runs: map[string]store.JobRun{}}, Sandboxes: drv, Placements: st,
-			Worker: Worker{ID: id, Queue: WorkerQueue("linefactory", id)}}
-	}
-	a, b := mk("w-a"), mk("w-b")
+	a, b := placedWorker(t, st, "w-a"), placedWorker(t, st, "w-b")
 	acquire := func(w *Activities, task int) AcquireSandboxResult {
 		res, err := w.AcquireSandbox(ctx, AcquireSandboxInput{RunID: "jr_1", Task: "t", TaskIndex: task, Params: map[string]any{}})
 		if err != nil || !res.Created {
@@ -143,4 +119,19 @@ func TestTeardownHeld(t *testing.T) {
 	if _, err := b.Sandboxes.Get(ctx, onB.Name); err != nil {
 		t.Fatalf("%s was deleted by a run that did not provision it: %v", onB.Name, err)
 	}
+}
+
+// placedWorker is a live worker id with its own sandbox driver, placing
+// sandboxes in st.
+func placedWorker(t *testing.T, st *store.Store, id string) *Activities {
+	drv, err := sandbox.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drv.Close) // its idle sandboxes' cgroups go with it
+	if err := st.HeartbeatWorker(context.Background(), store.Worker{ID: id, Queue: WorkerQueue("linefactory", id), MaxSteps: 4}); err != nil {
+		t.Fatal(err)
+	}
+	return &Activities{Store: &runStore{runs: map[string]store.JobRun{}}, Sandboxes: drv, Placements: st,
+		Worker: Worker{ID: id, Queue: WorkerQueue("linefactory", id)}}
 }
