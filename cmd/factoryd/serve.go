@@ -108,7 +108,7 @@ func serveWorker(ctx context.Context, cfg config, rt *runtime, st *store.Store, 
 // requests finish.
 func serveAPI(ctx context.Context, cfg config, rt *runtime, st *store.Store, ln net.Listener, tokenKey api.TokenKey, logger *slog.Logger,
 	ready chan<- string, banner io.Writer) error {
-	srv := api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Logger: logger, ReadyChecks: rt.ReadyChecks(), Runs: rt,
+	srv := api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxConcurrentReads: cfg.MaxConcurrentReads, Logger: logger, ReadyChecks: rt.ReadyChecks(), Runs: rt,
 		IntegrationSecrets: cfg.IntegrationSecrets, Metrics: append(rt.workers.metrics(), activities.Collectors()...), Agents: cfg.Agents,
 		TokenKey: tokenKey, Inference: cfg.Inference}, st)
 	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}

@@ -1,0 +1,108 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReadGateBoundsAndQueues(t *testing.T) {
+	s := &Server{reads: make(chan struct{}, 2)}
+	release := make(chan struct{})
+	var inside, most, served atomic.Int32
+	var order []int
+	var mu sync.Mutex
+	e := gin.New()
+	e.GET("/r/:n", s.readGate, func(c *gin.Context) {
+		n := inside.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		mu.Lock()
+		order = append(order, len(order))
+		mu.Unlock()
+		<-release
+		inside.Add(-1)
+		served.Add(1)
+		c.Status(http.StatusOK)
+	})
+	var wg sync.WaitGroup
+	codes := make([]int, 6)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := httptest.NewRecorder()
+			e.ServeHTTP(w, httptest.NewRequest("GET", "/r/x", nil))
+			codes[i] = w.Code
+		}()
+	}
+	require.Eventually(t, func() bool { return inside.Load() == 2 }, 5*time.Second, time.Millisecond)
+
+	// A waiting client that gives up leaves the queue without being served.
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan struct{})
+	go func() {
+		defer close(gaveUp)
+		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/r/y", nil).WithContext(ctx))
+	}()
+	cancel()
+	select {
+	case <-gaveUp:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a cancelled waiting read did not return")
+	}
+
+	close(release)
+	wg.Wait()
+	assert.EqualValues(t, 2, most.Load(), "reads served at once")
+	assert.EqualValues(t, 6, served.Load(), "the cancelled read must not be served")
+	for i, c := range codes {
+		assert.Equal(t, http.StatusOK, c, "read %d", i)
+	}
+}
+
+func TestReadGateConfig(t *testing.T) {
+	assert.Equal(t, 4*runtime.GOMAXPROCS(0), cap(New(Config{}, nil).reads), "default: 4 per CPU")
+	assert.Equal(t, 7, cap(New(Config{MaxConcurrentReads: 7}, nil).reads))
+	assert.Nil(t, New(Config{MaxConcurrentReads: -1}, nil).reads, "negative: unbounded")
+}
+
+// TestReadGateRoutes: only authenticated GETs that answer at once are
+// gated; a followed log (which lasts as long as its run) and the public
+// and gateway routes are not.
+func TestReadGateRoutes(t *testing.T) {
+	h := newHarness(t, storetestSQLite(t))
+	h.srv.reads = make(chan struct{}, 1)
+	h.srv.reads <- struct{}{} // the one slot taken: a gated route waits
+	get := func(path string, wait time.Duration) (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		r := httptest.NewRequest("GET", path, nil).WithContext(ctx)
+		r.Header.Set("Authorization", "Bearer "+h.tokens[ScopeRead])
+		w := httptest.NewRecorder()
+		h.srv.ServeHTTP(w, r)
+		return w.Code, ctx.Err()
+	}
+	for _, path := range []string{"/healthz", "/job-runs/jr_missing/logs"} {
+		code, err := get(path, 5*time.Second)
+		assert.NoError(t, err, "%s waited for the gate", path)
+		assert.Less(t, code, 500, path)
+	}
+	_, err := get("/job-runs/jr_missing", 100*time.Millisecond)
+	assert.Error(t, err, "GET /job-runs/{id} should have waited for the gate")
+	<-h.srv.reads
+	code, err := get("/job-runs/jr_missing", 5*time.Second)
+	assert.NoError(t, err)
+	assert.Equal(t, http.StatusNotFound, code, "served once the slot is free")
+	code, _ = get("/job-runs/jr_missing/logs", 5*time.Second)
+	assert.Equal(t, http.StatusNotFound, code)
+}
