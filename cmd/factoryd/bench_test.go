@@ -143,11 +143,17 @@ func BenchmarkIssue14(b *testing.B) {
 		e.isolatedSteps("SQLite", 1.1, sqliteDir, "", srv.FrontendAddr())
 	}
 	if benchRows("lines") {
-		for _, temporalAddr := range []string{"", srv.FrontendAddr()} {
-			stop := e.serve(sqliteDir+"-lines-"+topologyOf(temporalAddr).dir(), "", temporalAddr, "")
+		// As the step rows: in one process without isolation (the
+		// orchestration alone) and with bwrap (the default: each stage's
+		// sandbox gets its network namespace and slirp4netns, and its
+		// command a bwrap), and against the external server without.
+		for _, c := range []struct{ temporalAddr, iso string }{{"", "none"}, {"", "bwrap"}, {srv.FrontendAddr(), "none"}} {
+			t := topologyOf(c.temporalAddr)
+			stop := e.serve(sqliteDir+"-lines-"+t.dir()+"-"+c.iso, "", c.temporalAddr, c.iso)
 			e.setup()
-			e.lineWall(topologyOf(temporalAddr))
-			e.lineThroughput(topologyOf(temporalAddr))
+			where := fmt.Sprintf("%s, isolation %s", t, c.iso)
+			e.lineWall(where)
+			e.lineThroughput(where)
 			stop()
 		}
 	}
@@ -436,7 +442,7 @@ func (e *benchEnv) stepOverhead(db string, goalRatio float64) {
 
 // lineWall: one 3-stage line of one-step jobs, POST → manager done; bare:
 // three child workflows of one activity.
-func (e *benchEnv) lineWall(t topology) {
+func (e *benchEnv) lineWall(where string) {
 	lf := func() float64 {
 		t0 := time.Now()
 		m := e.post("/factory/lines/three/runs", "application/json", nil, 201)
@@ -451,7 +457,7 @@ func (e *benchEnv) lineWall(t topology) {
 	as, bs := ab(benchSamples, lf, bare)
 	r := summarize(ratios(as, bs))
 	a := summarize(as)
-	e.rows = append(e.rows, benchRow{measure: fmt.Sprintf("one 3-stage line of `true` jobs, wall time, %s", t),
+	e.rows = append(e.rows, benchRow{measure: fmt.Sprintf("one 3-stage line of `true` jobs, wall time, %s", where),
 		now:  fmt.Sprintf("%s ms (bare %s ms: %.2f× (%.2f–%.2f))", a, summarize(bs), r.med, r.lo, r.hi),
 		goal: "≤ 3× bare, ≤ 300 ms", ratio: max(r.med/3, a.med/300)})
 	e.checkTurns()
@@ -473,7 +479,7 @@ func (e *benchEnv) checkTurns() {
 }
 
 // lineThroughput: benchLines line runs at once, runs/s; bare the same.
-func (e *benchEnv) lineThroughput(t topology) {
+func (e *benchEnv) lineThroughput(where string) {
 	many := func(start func() (string, error)) float64 {
 		t0 := time.Now()
 		var wg sync.WaitGroup
@@ -521,7 +527,7 @@ func (e *benchEnv) lineThroughput(t topology) {
 	}
 	as, bs := ab(benchSamples, lf, bare)
 	r := summarize(ratios(as, bs))
-	e.rows = append(e.rows, benchRow{measure: fmt.Sprintf("line runs/s, %d concurrent, vs bare Temporal, %s", benchLines, t),
+	e.rows = append(e.rows, benchRow{measure: fmt.Sprintf("line runs/s, %d concurrent, vs bare Temporal, %s", benchLines, where),
 		now:  fmt.Sprintf("%.2f× (%.2f–%.2f); %s vs bare %s runs/s", r.med, r.lo, r.hi, summarize(as), summarize(bs)),
 		goal: "≥ 0.8×", ratio: 0.8 / r.med})
 }
