@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -129,19 +130,15 @@ func loadConfig(name string, args []string) (config, error) {
 		c        config
 		roles    string
 		maxBody  string
-		reads    string
 		logLevel string
 		port     string
-		vcpuRate string
-		gbRate   string
 	)
 	fs.StringVar(&c.HTTPAddr, "addr", env("FACTORY_HTTP_ADDR", "127.0.0.1:8080"), "API listen address (FACTORY_HTTP_ADDR)")
 	fs.StringVar(&c.DataDir, "data-dir", env("FACTORY_DATA_DIR", ".factory"), "data directory (FACTORY_DATA_DIR)")
 	fs.StringVar(&c.DatabaseURL, "database-url", env("FACTORY_DATABASE_URL", ""), "store DSN (FACTORY_DATABASE_URL; default <data-dir>/factory.db)")
 	fs.StringVar(&roles, "roles", env("FACTORY_ROLES", "api,worker"), "roles to run: api, worker (FACTORY_ROLES)")
 	fs.StringVar(&maxBody, "max-body-bytes", env("FACTORY_MAX_BODY_BYTES", "4194304"), "request body limit (FACTORY_MAX_BODY_BYTES)")
-	fs.StringVar(&reads, "max-concurrent-reads", env("FACTORY_MAX_CONCURRENT_READS", ""),
-		"authenticated GETs served at once, the rest wait their turn (FACTORY_MAX_CONCURRENT_READS; default 4 per CPU, 0 = unbounded)")
+	parseReads := c.readsFlag(fs)
 	fs.StringVar(&c.InferenceGatewayURL, "inference-gateway-url", env("FACTORY_INFERENCE_GATEWAY_URL", ""), "base URL steps reach the inference gateway at (FACTORY_INFERENCE_GATEWAY_URL; default http://<addr>/inference/v1)")
 	fs.StringVar(&logLevel, "log-level", env("FACTORY_LOG_LEVEL", "info"), "log level (FACTORY_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("FACTORY_LOG_FORMAT", ""), "log format: text or json (FACTORY_LOG_FORMAT; default text on a terminal, json otherwise)")
@@ -150,10 +147,7 @@ func loadConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.TemporalUIAddr, "temporal-ui-addr", env("FACTORY_TEMPORAL_UI_ADDR", "127.0.0.1:8233"), "embedded Temporal Web UI address, or off (FACTORY_TEMPORAL_UI_ADDR)")
 	fs.StringVar(&c.TemporalLogLevel, "temporal-log-level", env("FACTORY_TEMPORAL_LOG_LEVEL", "error"), "embedded Temporal server log level: debug, info, warn, error (FACTORY_TEMPORAL_LOG_LEVEL)")
 	fs.StringVar(&port, "temporal-port", env("FACTORY_TEMPORAL_PORT", "7233"), "embedded Temporal frontend port (FACTORY_TEMPORAL_PORT)")
-	fs.StringVar(&vcpuRate, "cents-per-vcpu-hour", env("FACTORY_CENTS_PER_VCPU_HOUR", strconv.FormatFloat(activities.DefaultCostRates.CentsPerVCPUHour, 'f', -1, 64)),
-		"compute rate in cents per sandbox vCPU hour (FACTORY_CENTS_PER_VCPU_HOUR)")
-	fs.StringVar(&gbRate, "cents-per-gb-hour", env("FACTORY_CENTS_PER_GB_HOUR", strconv.FormatFloat(activities.DefaultCostRates.CentsPerGBHour, 'f', -1, 64)),
-		"compute rate in cents per sandbox GiB of memory hour (FACTORY_CENTS_PER_GB_HOUR)")
+	parseRates := c.rateFlags(fs)
 	fs.StringVar(&c.SandboxIsolation, "sandbox-isolation", env("FACTORY_SANDBOX_ISOLATION", "bwrap"),
 		"sandbox isolation: bwrap, or none to run steps on the host (FACTORY_SANDBOX_ISOLATION)")
 	scaleFlags := c.Scale.flags(fs)
@@ -180,13 +174,7 @@ func loadConfig(name string, args []string) (config, error) {
 	if err := c.parseSettings(maxBody, logLevel, port); err != nil {
 		return c, err
 	}
-	if c.MaxConcurrentReads, err = parseConcurrentReads(reads); err != nil {
-		return c, err
-	}
-	if c.Rates.CentsPerVCPUHour, err = parseRate("--cents-per-vcpu-hour", vcpuRate); err != nil {
-		return c, err
-	}
-	if c.Rates.CentsPerGBHour, err = parseRate("--cents-per-gb-hour", gbRate); err != nil {
+	if err := errors.Join(parseReads(), parseRates()); err != nil {
 		return c, err
 	}
 	if c.DatabaseURL == "" {
@@ -227,6 +215,34 @@ func (c *config) workerFlags(fs *flag.FlagSet) {
 		"how often workers reconcile unfinished run records with Temporal (FACTORY_RECONCILE_INTERVAL)")
 	fs.DurationVar(&c.ReconcileGrace, "reconcile-grace", envDuration("FACTORY_RECONCILE_GRACE", activities.DefaultReconcileGrace),
 		"age of a queued record before the reconciler counts it as never started (FACTORY_RECONCILE_GRACE)")
+}
+
+// readsFlag registers --max-concurrent-reads; its parse sets
+// c.MaxConcurrentReads.
+func (c *config) readsFlag(fs *flag.FlagSet) (parse func() error) {
+	var v string
+	fs.StringVar(&v, "max-concurrent-reads", env("FACTORY_MAX_CONCURRENT_READS", ""),
+		"authenticated GETs served at once, the rest wait their turn (FACTORY_MAX_CONCURRENT_READS; default 4 per CPU, 0 = unbounded)")
+	return func() (err error) {
+		c.MaxConcurrentReads, err = parseConcurrentReads(v)
+		return err
+	}
+}
+
+// rateFlags registers the compute rates' flags; their parse sets c.Rates.
+func (c *config) rateFlags(fs *flag.FlagSet) (parse func() error) {
+	var vcpuRate, gbRate string
+	fs.StringVar(&vcpuRate, "cents-per-vcpu-hour", env("FACTORY_CENTS_PER_VCPU_HOUR", strconv.FormatFloat(activities.DefaultCostRates.CentsPerVCPUHour, 'f', -1, 64)),
+		"compute rate in cents per sandbox vCPU hour (FACTORY_CENTS_PER_VCPU_HOUR)")
+	fs.StringVar(&gbRate, "cents-per-gb-hour", env("FACTORY_CENTS_PER_GB_HOUR", strconv.FormatFloat(activities.DefaultCostRates.CentsPerGBHour, 'f', -1, 64)),
+		"compute rate in cents per sandbox GiB of memory hour (FACTORY_CENTS_PER_GB_HOUR)")
+	return func() (err error) {
+		if c.Rates.CentsPerVCPUHour, err = parseRate("--cents-per-vcpu-hour", vcpuRate); err != nil {
+			return err
+		}
+		c.Rates.CentsPerGBHour, err = parseRate("--cents-per-gb-hour", gbRate)
+		return err
+	}
 }
 
 // parseConcurrentReads parses --max-concurrent-reads: "" is the API's
