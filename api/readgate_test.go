@@ -50,9 +50,10 @@ func TestReadGateBoundsAndQueues(t *testing.T) {
 	// A waiting client that gives up leaves the queue without being served.
 	ctx, cancel := context.WithCancel(context.Background())
 	gaveUp := make(chan struct{})
+	gone := httptest.NewRecorder()
 	go func() {
 		defer close(gaveUp)
-		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/r/y", nil).WithContext(ctx))
+		e.ServeHTTP(gone, httptest.NewRequest("GET", "/r/y", nil).WithContext(ctx))
 	}()
 	cancel()
 	select {
@@ -60,6 +61,7 @@ func TestReadGateBoundsAndQueues(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a cancelled waiting read did not return")
 	}
+	assert.Equal(t, statusClientClosed, gone.Code, "logged as the client's doing, not a server error")
 
 	close(release)
 	wg.Wait()

@@ -268,6 +268,10 @@ func (s *Server) registerRoutes() {
 // per CPU the process may use.
 func DefaultConcurrentReads() int { return 4 * runtime.GOMAXPROCS(0) }
 
+// statusClientClosed is the status a request is logged with when its
+// client went away before it was served (nginx's 499): not a server error.
+const statusClientClosed = 499
+
 // readGate admits a read once fewer than Config.MaxConcurrentReads are being
 // served; the others wait in arrival order (a channel's blocked senders are
 // woken first in, first out). Past the cores and the store's connections,
@@ -279,7 +283,7 @@ func (s *Server) readGate(c *gin.Context) {
 	select {
 	case s.reads <- struct{}{}:
 	case <-c.Request.Context().Done():
-		c.AbortWithStatus(http.StatusServiceUnavailable) // logged so; the client is gone
+		c.AbortWithStatus(statusClientClosed) // logged and counted so; nobody reads it
 		return
 	}
 	defer func() { <-s.reads }()
