@@ -72,6 +72,54 @@ func TestReadGateBoundsAndQueues(t *testing.T) {
 	}
 }
 
+// stalledClient is a connection whose client does not read: writing the
+// body blocks until unstall is closed.
+type stalledClient struct {
+	*httptest.ResponseRecorder
+	unstall chan struct{}
+	writing chan struct{}
+}
+
+func (w *stalledClient) Write(p []byte) (int, error) {
+	close(w.writing)
+	<-w.unstall
+	return w.ResponseRecorder.Write(p)
+}
+
+// TestReadGateSlowClient: a client that does not read its response holds no
+// slot; it gets the whole response once it reads.
+func TestReadGateSlowClient(t *testing.T) {
+	s := &Server{reads: make(chan struct{}, 1)}
+	e := gin.New()
+	e.GET("/r", s.readGate, func(c *gin.Context) {
+		c.Header("X-Read", "yes")
+		c.JSON(http.StatusCreated, gin.H{"ok": true})
+	})
+	slow := &stalledClient{ResponseRecorder: httptest.NewRecorder(), unstall: make(chan struct{}), writing: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.ServeHTTP(slow, httptest.NewRequest("GET", "/r", nil))
+	}()
+	select {
+	case <-slow.writing:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the slow client's response was never written")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	w := httptest.NewRecorder()
+	e.ServeHTTP(w, httptest.NewRequest("GET", "/r", nil).WithContext(ctx))
+	require.NoError(t, ctx.Err(), "a read waited for a client that does not read")
+	assert.Equal(t, http.StatusCreated, w.Code)
+	assert.JSONEq(t, `{"ok":true}`, w.Body.String())
+	close(slow.unstall)
+	<-done
+	assert.Equal(t, http.StatusCreated, slow.Code)
+	assert.Equal(t, "yes", slow.Header().Get("X-Read"))
+	assert.JSONEq(t, `{"ok":true}`, slow.Body.String())
+}
+
 func TestReadGateConfig(t *testing.T) {
 	assert.Equal(t, 4*runtime.GOMAXPROCS(0), cap(New(Config{}, nil).reads), "default: 4 per CPU")
 	assert.Equal(t, 7, cap(New(Config{MaxConcurrentReads: 7}, nil).reads))

@@ -279,6 +279,9 @@ const statusClientClosed = 499
 // schedulers pick, which lengthens the slowest responses without serving
 // more (measured in make bench: p99 16–19 → 12–13 ms at 64 clients, the
 // same throughput); a client that gives up while waiting leaves the queue.
+// The response is held in memory until the slot is given back and sent
+// after: a client that reads it slowly (or never) holds no slot, so a few
+// such clients cannot stall everyone's reads.
 func (s *Server) readGate(c *gin.Context) {
 	select {
 	case s.reads <- struct{}{}:
@@ -286,8 +289,58 @@ func (s *Server) readGate(c *gin.Context) {
 		c.AbortWithStatus(statusClientClosed) // logged and counted so; nobody reads it
 		return
 	}
-	defer func() { <-s.reads }()
+	held := &heldResponse{ResponseWriter: c.Writer}
+	c.Writer = held
+	served := false
+	defer func() {
+		c.Writer = held.ResponseWriter
+		<-s.reads
+		if served { // a panic's response is the recoverer's
+			held.send()
+		}
+	}()
 	c.Next()
+	served = true
+}
+
+// heldResponse keeps a response's body (and the moment its header was
+// due) until send; headers and the status go to the real writer as set.
+type heldResponse struct {
+	gin.ResponseWriter
+	body  []byte
+	wrote bool
+}
+
+func (w *heldResponse) Write(p []byte) (int, error) {
+	w.wrote, w.body = true, append(w.body, p...)
+	return len(p), nil
+}
+
+func (w *heldResponse) WriteString(p string) (int, error) {
+	w.wrote, w.body = true, append(w.body, p...)
+	return len(p), nil
+}
+
+func (w *heldResponse) WriteHeaderNow() { w.wrote = true }
+func (w *heldResponse) Written() bool   { return w.wrote || w.ResponseWriter.Written() }
+func (w *heldResponse) Flush()          {} // sent whole by send
+
+func (w *heldResponse) Size() int {
+	if !w.wrote {
+		return w.ResponseWriter.Size()
+	}
+	return len(w.body)
+}
+
+// send writes the held header and body to the client.
+func (w *heldResponse) send() {
+	if !w.wrote {
+		return
+	}
+	w.ResponseWriter.WriteHeaderNow()
+	if len(w.body) > 0 {
+		_, _ = w.ResponseWriter.Write(w.body)
+	}
 }
 
 const requestIDKey = "request_id"
