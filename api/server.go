@@ -595,9 +595,23 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) observe(method, route string, status int, d time.Duration) {
-	o := m.series(method, route, status)
+	o := m.series(metricMethod(method), route, status)
 	o.requests.Inc()
 	o.latency.Observe(d.Seconds())
+}
+
+// metricMethod is a request method as a label: the standard ones as
+// they are, any other "other". A client picks the method, and each label
+// value would be a series (and a cache entry) kept for good: an
+// unauthenticated client sending made-up methods would grow them without
+// bound.
+func metricMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 // seriesKey names the series of one method, route and status.
