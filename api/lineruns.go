@@ -147,7 +147,7 @@ func (s *Server) launchLineJobs(ctx context.Context, name string, v store.LineVe
 	rec := store.LineRun{ID: id, LineName: name, Status: run.Queued, LineVersionID: &vid,
 		RunParams: params, Trigger: trigger, TriggeredByActor: map[string]any{"type": "token", "name": actor},
 		WorkflowID: run.LineRunWorkflowID(id)}
-	in := workflows.LineRunInput{RunID: id, LineName: name, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: params, Trigger: trigger.Payload}
+	in := workflows.LineRunInput{Version: workflows.LineRunInputVersion, RunID: id, LineName: name, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: params, Trigger: trigger.Payload}
 	return s.admitLineRun(ctx, rec, in)
 }
 
@@ -383,7 +383,7 @@ func (s *Server) retryLineRun(c *gin.Context, old store.LineRun, fromStage *stri
 		}
 	}
 	rec.TotalCostCents = rec.ComputeCostCents + rec.InferenceCostCents
-	in := workflows.LineRunInput{RunID: id, LineName: old.LineName, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: old.RunParams,
+	in := workflows.LineRunInput{Version: workflows.LineRunInputVersion, RunID: id, LineName: old.LineName, LineVersionID: v.ID, Manifest: m, Jobs: jobs, Params: old.RunParams,
 		Trigger: old.Trigger.Payload, State: plan.State}
 	created, err := s.admitLineRun(ctx, rec, in)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/workflows"
 )
 
 // finishLineRunOnCancel is an engine whose line runs end just before a
@@ -121,6 +122,9 @@ func TestLineRunStartUsesEntryJobVersion(t *testing.T) {
 		h.startLine(t, map[string]any{"times": 2})
 		expectDetail(t, h.do(req{method: "POST", path: "/factory/lines/build-until-green/runs", body: map[string]any{"params": map[string]any{"times": "x"}}, scope: ScopeWrite}),
 			"body", "params", "times")
+		if runs.lines[0].Version != workflows.LineRunInputVersion {
+			t.Fatalf("a line run starts with Version %d, want %d", runs.lines[0].Version, workflows.LineRunInputVersion)
+		}
 		if got := runs.lines[0].Jobs["build"].Manifest.Job.Params; got["times"].Type != "integer" {
 			t.Fatalf("the run does not use the new entry job version: %v", got)
 		}

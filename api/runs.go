@@ -103,7 +103,7 @@ func (s *Server) startJobRun(c *gin.Context) error {
 		return httpError(http.StatusServiceUnavailable, CodeResourceUnavailable, "this server runs no workflow engine (roles without Temporal)")
 	}
 	id := run.NewJobRunID()
-	in := workflows.JobRunInput{RunID: id, JobName: name, JobVersionID: v.ID, Manifest: m, Params: params}
+	in := workflows.JobRunInput{Version: workflows.JobRunInputVersion, RunID: id, JobName: name, JobVersionID: v.ID, Manifest: m, Params: params}
 	rec, err := s.admission().JobRun(ctx, store.JobRun{ID: id, JobName: name, JobVersionID: v.ID, Status: run.Queued,
 		RunParams: params, Region: m.Run.RegionOrNil(), WorkflowID: run.JobRunWorkflowID(id)}, func(ctx context.Context) error { return s.cfg.Runs.StartJobRun(ctx, in) })
 	if errors.Is(err, admit.ErrNotDispatched) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/workflows"
 )
 
 func TestJobRunEndpoints(t *testing.T) {
@@ -25,7 +26,7 @@ func TestJobRunEndpoints(t *testing.T) {
 		if !strings.HasPrefix(id, "jr_") || started["status"] != "queued" || started["run_params"].(map[string]any)["who"] != "ann" {
 			t.Fatalf("started run: %v", started)
 		}
-		if len(runs.started) != 1 || runs.started[0].RunID != id || runs.started[0].Params["who"] != "ann" {
+		if len(runs.started) != 1 || runs.started[0].RunID != id || runs.started[0].Params["who"] != "ann" || runs.started[0].Version != workflows.JobRunInputVersion {
 			t.Fatalf("engine got %+v", runs.started)
 		}
 		// defaults applied

@@ -31,7 +31,18 @@ type JobRunInput struct {
 	// Resume is where a run that continued as new goes on from (chain.go);
 	// nil when the run starts.
 	Resume *JobRunResume `json:",omitempty"`
+	// Version is the workflow code the starter wrote the input for
+	// (JobRunInputVersion). A run whose input carries it takes the changes
+	// versioned up to it without asking workflow.GetVersion, so its history
+	// has no version marker and Temporal no TemporalChangeVersion update
+	// (a visibility write per run). 0 is the input of older code: the run
+	// asks GetVersion, as it did, and replays as it ran.
+	Version int `json:",omitempty"`
 }
+
+// JobRunInputVersion is the Version every start of a job run writes: 1
+// takes localSandboxChange (and the changes it stands for).
+const JobRunInputVersion = 1
 
 // JobRunResult is how a job run ended.
 type JobRunResult = activities.FinishRunResult
@@ -184,7 +195,7 @@ func newJobRun(ctx workflow.Context, in JobRunInput) *jobRun {
 	claims := manifests.Claims(&m) //workflowcheck:ignore (keys are sorted)
 	jr := &jobRun{in: in, m: m, params: params, bookCtx: bookkeeping(ctx), claims: claims,
 		outcomes: make([]taskOutcome, len(m.Run.Tasks))}
-	jr.local = workflow.GetVersion(ctx, localSandboxChange, workflow.DefaultVersion, 1) == 1
+	jr.local = in.Version >= 1 || workflow.GetVersion(ctx, localSandboxChange, workflow.DefaultVersion, 1) == 1
 	jr.resume(ctx)
 	return jr
 }
@@ -491,7 +502,7 @@ func runTaskStep(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest,
 		RunID: in.RunID, Task: task.Name, TaskIndex: ti, Step: name, StepIndex: si, Action: step,
 		Sandbox: out.sandbox.Name, Workdir: workdir, Params: params, Claimed: claims[name],
 		OutputSpecs: m.Outputs, TimeoutSeconds: int(timeout / time.Second),
-		Vcpus: out.sandbox.Vcpus, MemoryMB: out.sandbox.MemoryMB,
+		Vcpus: out.sandbox.Vcpus, MemoryMB: out.sandbox.MemoryMB, NextStep: si+1 < len(task.Steps),
 	}
 	var res activities.RunStepResult
 	err := routed(sctx, out.sandbox.Queue, out.sandbox.WorkerID, a.RunStep, req, &res)

@@ -66,7 +66,7 @@ func fireJobScheduleStartingChild(ctx, actx workflow.Context, fire activities.Fi
 		logFiring(ctx, "job schedule firing", "job", fire.JobName, res.Skipped, res.Failed, res.RunID)
 		return nil
 	}
-	err := startDetached(ctx, run.JobRunWorkflowID(res.RunID), JobRunWorkflowName, JobRunInput{RunID: res.RunID, JobName: fire.JobName,
+	err := startDetached(ctx, run.JobRunWorkflowID(res.RunID), JobRunWorkflowName, JobRunInput{Version: JobRunInputVersion, RunID: res.RunID, JobName: fire.JobName,
 		JobVersionID: res.JobVersionID, Manifest: res.Manifest, Params: res.Params})
 	if err == nil {
 		return nil
@@ -80,11 +80,11 @@ func fireJobScheduleStartingChild(ctx, actx workflow.Context, fire activities.Fi
 
 // FiredJobRunInput is the workflow input of a job run a schedule fired.
 func FiredJobRunInput(r activities.FiredJobRun) JobRunInput {
-	return JobRunInput{RunID: r.RunID, JobName: r.JobName, JobVersionID: r.JobVersionID, Manifest: r.Manifest, Params: r.Params}
+	return JobRunInput{Version: JobRunInputVersion, RunID: r.RunID, JobName: r.JobName, JobVersionID: r.JobVersionID, Manifest: r.Manifest, Params: r.Params}
 }
 
 // FiredLineRunInput is the manager's input of a line run a schedule fired.
 func FiredLineRunInput(r activities.FiredLineRun) LineRunInput {
-	return LineRunInput{RunID: r.RunID, LineName: r.LineName, LineVersionID: r.LineVersionID, Manifest: r.Manifest, Jobs: r.Jobs,
+	return LineRunInput{Version: LineRunInputVersion, RunID: r.RunID, LineName: r.LineName, LineVersionID: r.LineVersionID, Manifest: r.Manifest, Jobs: r.Jobs,
 		Params: r.Params, Trigger: r.Trigger}
 }

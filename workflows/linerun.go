@@ -38,7 +38,15 @@ type LineRunInput struct {
 	Params        map[string]any
 	Trigger       map[string]any
 	State         *LineState
+	// Version is the workflow code the starter wrote the input for
+	// (LineRunInputVersion; see JobRunInput.Version): 0 asks
+	// workflow.GetVersion as older code did.
+	Version int `json:",omitempty"`
 }
+
+// LineRunInputVersion is the Version every start of a line run writes: 1
+// takes turnsPerRunChange.
+const LineRunInputVersion = 1
 
 // LineState is what the manager carries from one turn to the next.
 type LineState struct {
@@ -116,10 +124,10 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		if !errors.Is(err, errNextTurn) {
 			return res, err
 		}
-		// Runs started before turns shared a Temporal run replay as they
-		// ran: one continue-as-new per turn.
-		v := workflow.GetVersion(ctx, turnsPerRunChange, workflow.DefaultVersion, 1)
-		if v == workflow.DefaultVersion || turns >= maxTurnsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		// Runs started before turns shared a Temporal run (their input has
+		// no Version) replay as they ran: one continue-as-new per turn.
+		perTurn := in.Version < 1 && workflow.GetVersion(ctx, turnsPerRunChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+		if perTurn || turns >= maxTurnsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			in.State = st
 			return LineRunResult{}, workflow.NewContinueAsNewError(ctx, LineRunWorkflowName, in)
 		}
@@ -410,7 +418,7 @@ func visitStage(ctx workflow.Context, st *LineState, stage manifests.LineStage, 
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL, WaitForCancellation: true}
 	cctx, cancelChild := workflow.WithCancel(workflow.WithChildOptions(ctx, copts))
 	defer cancelChild()
-	fut := workflow.ExecuteChildWorkflow(cctx, JobRunWorkflowName, JobRunInput{RunID: created.JobRunID, JobName: job.JobName,
+	fut := workflow.ExecuteChildWorkflow(cctx, JobRunWorkflowName, JobRunInput{Version: JobRunInputVersion, RunID: created.JobRunID, JobName: job.JobName,
 		JobVersionID: job.JobVersionID, Manifest: job.Manifest, Params: created.Params})
 	timedOut := false
 	if st.Deadline != nil {

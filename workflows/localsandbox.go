@@ -19,8 +19,9 @@ import (
 // the changes versioned before it (continueAsNewChange, affinityVersion,
 // remoteDefaultTeardownVersion): a run that records it takes them all
 // without their markers, so a job run records one version marker (and one
-// TemporalChangeVersion search attribute update) instead of three. Runs
-// without it replay as they ran.
+// TemporalChangeVersion search attribute update) instead of three; a run
+// whose input carries JobRunInput.Version records none. Runs without it
+// replay as they ran.
 const localSandboxChange = "jobrun-local-sandbox"
 
 // quickProvision tells whether a task's sandbox is a provision with

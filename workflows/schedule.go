@@ -72,7 +72,7 @@ func fireScheduleStartingChild(ctx, actx workflow.Context, fire activities.FireS
 		logFiring(ctx, "schedule firing", "line", fire.LineName, res.Skipped, res.Failed, res.RunID)
 		return nil
 	}
-	err := startDetached(ctx, run.LineRunWorkflowID(res.RunID), LineRunWorkflowName, LineRunInput{RunID: res.RunID, LineName: fire.LineName,
+	err := startDetached(ctx, run.LineRunWorkflowID(res.RunID), LineRunWorkflowName, LineRunInput{Version: LineRunInputVersion, RunID: res.RunID, LineName: fire.LineName,
 		LineVersionID: res.LineVersionID, Manifest: res.Manifest, Jobs: res.Jobs, Params: res.Params, Trigger: res.Trigger})
 	if err == nil {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -150,6 +151,14 @@ func TestEndToEndLineRun(t *testing.T) {
 	if final["total_cost_cents"].(float64) < 5 || final["cost_rated_at"] == nil {
 		t.Fatalf("costs: %v %v", final["total_cost_cents"], final["cost_rated_at"])
 	}
+	// Runs started by this code take the versioned changes from their input:
+	// no version marker, no TemporalChangeVersion update (a visibility write).
+	firstJobRun := final["stages"].([]any)[0].(map[string]any)["job_run_id"].(string)
+	for _, wfID := range []string{run.LineRunWorkflowID(id), run.JobRunWorkflowID(firstJobRun)} {
+		if n := versionRecords(t, c, wfID); n != 0 {
+			t.Fatalf("%s recorded %d version markers or change-version updates, want none", wfID, n)
+		}
+	}
 
 	// A stopped line leaves no running job run or process.
 	sleepLine := manifesttest.OneStageLine("nap", manifesttest.Manual, "nap", "sleepy")
@@ -177,6 +186,32 @@ func TestEndToEndLineRun(t *testing.T) {
 	if left := processesWith("sleep 7654"); len(left) > 0 {
 		t.Fatalf("processes left: %v", left)
 	}
+}
+
+// versionRecords counts the workflow.GetVersion markers and
+// TemporalChangeVersion search attribute updates in a workflow's history
+// (every run of its chain).
+func versionRecords(t *testing.T, c client.Client, wfID string) int {
+	t.Helper()
+	n, events := 0, 0
+	it := c.GetWorkflowHistory(context.Background(), wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events++
+		if m := e.GetMarkerRecordedEventAttributes(); m != nil && m.MarkerName == "Version" {
+			n++
+		}
+		if u := e.GetUpsertWorkflowSearchAttributesEventAttributes(); u != nil && u.SearchAttributes.GetIndexedFields()["TemporalChangeVersion"] != nil {
+			n++
+		}
+	}
+	if events == 0 {
+		t.Fatalf("%s has no history", wfID)
+	}
+	return n
 }
 
 func jsonString(v any) string {
