@@ -397,6 +397,9 @@ type RunStepInput struct {
 	TimeoutSeconds int
 	Vcpus          int
 	MemoryMB       int
+	// NextStep: another step of the task follows this one (the sandbox
+	// prepares its cgroup for it, sandbox.ExecRequest.NextSoon).
+	NextStep bool `json:",omitempty"`
 }
 
 // RunStepResult is a step's outcome; a failed command is a result, not an
@@ -602,6 +605,7 @@ func (a *Activities) exec(ctx context.Context, in RunStepInput) (RunStepResult, 
 	res, err := a.Sandboxes.Exec(ctx, sandbox.ExecRequest{
 		Sandbox: in.Sandbox, Argv: argv, Workdir: workdir, Stdout: stdout, Stderr: stderr,
 		Env: stepEnv(outPath, artifactsEnv, in.Params), Timeout: time.Duration(in.TimeoutSeconds) * time.Second, User: in.Action.User,
+		NextSoon: in.NextStep,
 	})
 	stdout.close()
 	stderr.close()

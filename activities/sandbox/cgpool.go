@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
-	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -25,9 +23,10 @@ const cgroupLinger = 2 * time.Second
 
 // groupPool is a sandbox's emptied command groups; l.cgmu guards it.
 type groupPool struct {
-	sb    Sandbox // whose groups (its cgroup name)
-	free  []*execGroup
-	gen   int // changes on every take and put: a linger timer of an older one does nothing
+	sb   Sandbox // whose groups (its cgroup name)
+	free []*execGroup
+	// timer removes the groups cgroupLinger after the last command ended;
+	// a take stops it, and a timer that is no longer p.timer does nothing.
 	timer *time.Timer
 }
 
@@ -35,7 +34,6 @@ type groupPool struct {
 // (makeExecGroup); l.cgmu is held.
 func (l *Local) takeGroup(sb Sandbox) (*execGroup, error) {
 	if p := l.pools[sb.Name]; p != nil {
-		p.gen++
 		if p.timer != nil {
 			p.timer.Stop()
 			p.timer = nil
@@ -49,6 +47,9 @@ func (l *Local) takeGroup(sb Sandbox) (*execGroup, error) {
 			g.kill() // removed behind the driver's back: not used
 		}
 	}
+	if g := l.takeSpare(sb); g != nil {
+		return g, nil
+	}
 	return makeExecGroup(sb, "x"+l.owner+"-"+strconv.FormatInt(execSeq.Add(1), 10))
 }
 
@@ -61,22 +62,28 @@ func (l *Local) putGroup(sb Sandbox, g *execGroup) {
 		p = &groupPool{sb: sb}
 		l.pools[sb.Name] = p
 	}
-	p.gen++
 	if g != nil {
 		p.free = append(p.free, g)
 	}
 	if l.busy(sb.Name) || p.timer != nil {
 		return
 	}
-	gen := p.gen
-	p.timer = time.AfterFunc(cgroupLinger, func() {
+	var t *time.Timer
+	t = time.AfterFunc(cgroupLinger, func() {
 		l.cgmu.Lock()
 		defer l.cgmu.Unlock()
-		if l.pools[sb.Name] != p || p.gen != gen || l.busy(sb.Name) {
-			return
+		if l.pools[sb.Name] != p || p.timer != t {
+			return // taken (or replaced) meanwhile
 		}
-		l.dropGroupsLocked(sb)
+		// Cleared even when a command runs now: its end schedules the
+		// next one (a fired timer left in place kept any other from being
+		// scheduled, and the groups forever).
+		p.timer = nil
+		if !l.busy(sb.Name) {
+			l.dropGroupsLocked(sb)
+		}
 	})
+	p.timer = t // the timer cannot run before l.cgmu is released
 }
 
 // dropGroupsLocked removes the sandbox's kept command groups and then its
@@ -95,10 +102,12 @@ func (l *Local) dropGroupsLocked(sb Sandbox) {
 }
 
 // ReleaseGroups removes at once the cgroups that sandboxes without a
-// running command keep (cgroupLinger): for a worker that stops.
+// running command keep (cgroupLinger), and the spare groups: for a worker
+// that stops.
 func (l *Local) ReleaseGroups() {
 	l.cgmu.Lock()
 	defer l.cgmu.Unlock()
+	l.dropSpares()
 	for name, p := range l.pools {
 		if !l.busy(name) {
 			l.dropGroupsLocked(p.sb)
@@ -114,8 +123,8 @@ func (g *execGroup) empty() bool {
 		return false
 	}
 	for _, d := range g.dirs {
-		procs, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-		if err != nil || len(bytes.TrimSpace(procs)) > 0 {
+		procs, err := procsOf(filepath.Join(d, "cgroup.procs")) // a launcher leaving is not the command's
+		if err != nil || len(procs) > 0 {
 			return false
 		}
 	}

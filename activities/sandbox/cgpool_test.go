@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,7 +91,7 @@ func TestCommandGroupsKeptOnlyEmpty(t *testing.T) {
 
 	// idle: gone within cgroupLinger
 	if !testwait.Until(cgroupLinger+10*time.Second, func() bool { return len(ourGroups(l.groupPrefix)) == 0 }) {
-		t.Fatalf("an idle sandbox kept its cgroups: %v", ourGroups(l.groupPrefix))
+		t.Fatalf("an idle sandbox kept its cgroups: %v\n%s", ourGroups(l.groupPrefix), describeGroups(sb))
 	}
 	// Delete: at once
 	memoryGroup(t, l, sb.Name)
@@ -101,5 +103,48 @@ func TestCommandGroupsKeptOnlyEmpty(t *testing.T) {
 	}
 	if left := ourGroups(l.groupPrefix); len(left) > 0 {
 		t.Fatalf("cgroups left after Delete: %v", left)
+	}
+}
+
+// describeGroups lists what is left of a sandbox's groups: each directory
+// with the pids and thread ids in it (for a failure's message).
+func describeGroups(sb Sandbox) string {
+	var b strings.Builder
+	for _, d := range sandboxGroups(sb) {
+		_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				procs, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+				tasks, _ := os.ReadFile(filepath.Join(p, "tasks"))
+				fmt.Fprintf(&b, "%s procs=%q tasks=%q\n", p, strings.TrimSpace(string(procs)), strings.TrimSpace(string(tasks)))
+			}
+			return nil
+		})
+	}
+	fmt.Fprintf(&b, "this process %d", os.Getpid())
+	return b.String()
+}
+
+// A linger timer that fires while a command runs (one that started after
+// the last command's end scheduled it) does not keep the next end from
+// scheduling another: the idle sandbox's groups still go.
+func TestLingerAfterABusyTimer(t *testing.T) {
+	if len(controllers()) == 0 || os.Geteuid() != 0 {
+		t.Skip("SKIPPING: no writable cgroups")
+	}
+	l := newLocal(t)
+	sb := acquire(t, l, Spec{Name: "linger"})
+	memoryGroup(t, l, sb.Name) // its end schedules the drop
+	const pgid = -12345        // a command that runs when the timer fires
+	l.track(sb.Name, pgid, true)
+	time.Sleep(cgroupLinger + 500*time.Millisecond)
+	if len(ourGroups(l.groupPrefix)) == 0 {
+		t.Fatal("the groups went while a command ran")
+	}
+	l.track(sb.Name, pgid, false) // it ends (release)
+	l.cgmu.Lock()
+	l.putGroup(sb, nil)
+	l.cgmu.Unlock()
+	if !testwait.Until(cgroupLinger+5*time.Second, func() bool { return len(ourGroups(l.groupPrefix)) == 0 }) {
+		t.Fatalf("an idle sandbox kept its cgroups: %v\n%s", ourGroups(l.groupPrefix), describeGroups(sb))
 	}
 }

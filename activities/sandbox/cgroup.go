@@ -119,6 +119,9 @@ func limitFiles(sb Sandbox, controller string) [][2]string {
 type execGroup struct {
 	dirs []string // one per hierarchy
 	v2   bool
+	// ln is the launcher that will start the group's next command (v1;
+	// launcher.go); l.cgmu guards it while the group is kept.
+	ln *launcher
 }
 
 // procsFiles are the files a v1 shim writes its pid into.
@@ -172,19 +175,16 @@ func enableControllers(dir string) {
 	}
 }
 
-// pids lists the processes in the group's hierarchies (and below).
+// groupPids lists the processes in the group's hierarchies (and below), but
+// this process, whose launcher thread may be there.
 func groupPids(dir string) []int {
 	var pids []int
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return nil
 		}
-		data, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, pid)
-			}
-		}
+		got, _ := procsOf(filepath.Join(p, "cgroup.procs")) // never this process (a launcher's)
+		pids = append(pids, got...)
 		return nil
 	})
 	return pids
@@ -278,6 +278,7 @@ func removeTree(dir string) error {
 
 // kill kills every process of the command and removes its groups.
 func (g *execGroup) kill() {
+	g.retireLauncher()
 	// the freezer first: it stops the others' processes from forking
 	for i := len(g.dirs) - 1; i >= 0; i-- {
 		if strings.Contains(g.dirs[i], "/freezer/") {

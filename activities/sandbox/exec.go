@@ -72,7 +72,7 @@ func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	if err != nil {
 		return ExecResult{}, err
 	}
-	defer l.release(sb, r)
+	defer l.release(sb, r, req.NextSoon)
 	r.copyOutput(req.Stdout, req.Stderr)
 	res, err := r.wait(ctx, req.Timeout)
 	if err != nil {
@@ -235,6 +235,9 @@ func (l *Local) start(sb Sandbox, p *execPlan) (*running, error) {
 		netDone()
 		return nil, errorf(CodeExecFailed, err, "apply the sandbox's limits to %q", p.argv[0])
 	}
+	if g.ln != nil && (!launchersOn() || !g.ln.usable()) {
+		g.retireLauncher() // its join failed (or launchers are off): the command joins when it starts
+	}
 	if len(g.dirs) > 0 {
 		r.group = g
 	}
@@ -283,7 +286,7 @@ func (l *Local) startIn(sb Sandbox, p *execPlan, r *running, n *sandboxNet) erro
 // a shim.
 func startHost(p *execPlan, r *running, n *sandboxNet, stdout, stderr *os.File) error {
 	argv := p.argv
-	if r.group != nil && !r.group.v2 && !traceJoin(r.group) {
+	if r.group != nil && !r.group.v2 && r.group.ln == nil && !traceJoin(r.group) {
 		argv = shim(r.group.procsFiles(), argv)
 	}
 	path, _ := exec.LookPath(argv[0])
@@ -310,13 +313,17 @@ func startOn(cmd *exec.Cmd, n *sandboxNet, r *running, name string, before func(
 	if n != nil {
 		ns = n.ns
 	}
+	var ln *launcher
+	if r.group != nil {
+		ln = r.group.takeLauncher() // in the group already: nothing to join
+	}
 	var atStart func(int) error
-	if traceJoin(r.group) {
+	if ln == nil && traceJoin(r.group) {
 		cmd.SysProcAttr.Ptrace = true
 		files := r.group.procsFiles()
 		atStart = func(pid int) error { return joinAtExec(pid, files) }
 	}
-	wait, err := startOnThread(cmd, ns, before, atStart)
+	wait, err := startOnLauncher(ln, cmd, ns, before, atStart)
 	if err != nil {
 		return errorf(CodeExecFailed, err, "start %q", name)
 	}
@@ -458,7 +465,7 @@ func (r *running) copyOutput(stdout, stderr io.Writer) {
 
 // release forgets a finished command and keeps its emptied cgroups for the
 // sandbox's next command, or removes them (cgpool.go).
-func (l *Local) release(sb Sandbox, r *running) {
+func (l *Local) release(sb Sandbox, r *running, nextSoon bool) {
 	r.netDone()
 	l.track(sb.Name, r.cmd.Process.Pid, false)
 	l.cgmu.Lock()
@@ -467,6 +474,12 @@ func (l *Local) release(sb Sandbox, r *running) {
 		r.group.kill()
 	}
 	if r.group != nil && r.emptied {
+		if nextSoon && launchersOn() {
+			// Joins while the next command is on its way; not after a
+			// sandbox's last command, whose groups go when it is deleted
+			// (a join holds the kernel's cgroup mutex, and the removal with it).
+			r.group.ln = newLauncher(r.group.launcherDirs())
+		}
 		l.putGroup(sb, r.group)
 	} else {
 		l.putGroup(sb, nil)

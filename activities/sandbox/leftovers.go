@@ -65,6 +65,7 @@ func (l *Local) KillLeftovers() []int {
 	for group := range ourGroups(l.groupPrefix) {
 		killed = append(killed, l.killLeftGroup(group)...)
 	}
+	l.removeLeftSpares()
 	l.cgmu.Unlock()
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {

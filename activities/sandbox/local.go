@@ -45,6 +45,9 @@ type Local struct {
 
 	cgmu     sync.Mutex            // serialises making and removing a sandbox's cgroups
 	pools    map[string]*groupPool // sandbox name → its kept cgroups (cgpool.go); cgmu
+	spares   []*spare              // spare groups with a launcher (launcher.go); cgmu
+	filling  bool                  // spares are being made; cgmu
+	closed   bool                  // Close was called: no more spares; cgmu
 	mu       sync.Mutex
 	groups   map[string]map[int]bool // sandbox name → running process groups
 	building map[string]bool         // sandboxes being provisioned now
@@ -528,7 +531,7 @@ func (l *Local) Pause(_ context.Context, name string) error {
 		return err
 	}
 	if hasFreezer() {
-		if _, err := freeze(sb, "FROZEN"); err != nil {
+		if err := freezeAll(sb); err != nil {
 			return errorf(CodeInvalidState, err, "pause sandbox %q", name)
 		}
 	} else {
@@ -566,6 +569,7 @@ func (l *Local) Delete(_ context.Context, name string) error {
 	l.cgmu.Lock()
 	l.dropGroupsLocked(sb)
 	removeCgroups(sb)
+	l.fillSpares() // now that its groups are gone (launcher.go)
 	l.cgmu.Unlock()
 	l.releaseNet(name)
 	err = os.RemoveAll(l.dir(name))

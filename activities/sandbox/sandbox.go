@@ -179,6 +179,10 @@ type ExecRequest struct {
 	// Services are worker endpoints the command reaches on its own
 	// 127.0.0.1 (isolated only; see Service).
 	Services []Service
+	// NextSoon tells that another command of the sandbox follows within
+	// milliseconds (a job's next step): the cgroup this one leaves gets a
+	// launcher for it meanwhile (cgroup v1, launcher.go).
+	NextSoon bool
 }
 
 // ExecResult is the outcome of a command.

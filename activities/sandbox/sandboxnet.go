@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -367,6 +368,9 @@ func (l *Local) dropIdleNets(now time.Time) {
 // otherwise outlive the process: they go 2 s after a sandbox's last
 // command). Commands still running keep theirs until they end.
 func (l *Local) Close() {
+	l.cgmu.Lock()
+	l.closed = true
+	l.cgmu.Unlock()
 	l.ReleaseGroups()
 	l.netmu.Lock()
 	nets := l.nets
@@ -389,10 +393,24 @@ func (l *Local) Close() {
 // startOnThread's, the command reaped. before, if not nil, runs on that
 // thread first (stage.mount); its error is startOnThread's.
 func startOnThread(cmd *exec.Cmd, ns *os.File, before func() error, atStart func(pid int) error) (wait func() <-chan error, err error) {
+	return startOnLauncher(nil, cmd, ns, before, atStart)
+}
+
+// startOnLauncher is startOnThread on ln's thread (launcher.go), or on a
+// thread of its own when ln is nil.
+func startOnLauncher(ln *launcher, cmd *exec.Cmd, ns *os.File, before func() error, atStart func(pid int) error) (wait func() <-chan error, err error) {
 	started := make(chan error, 1)
 	release := make(chan struct{})
 	waitc := make(chan error, 1)
-	onOwnThread(func() {
+	run := onOwnThread
+	if ln != nil {
+		run = func(f func()) {
+			if !ln.run(f) {
+				started <- errors.New("the command's launcher was retired")
+			}
+		}
+	}
+	run(func() {
 		if before != nil {
 			if err := before(); err != nil {
 				started <- err

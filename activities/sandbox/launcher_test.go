@@ -1,0 +1,247 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linefactory/linefactory/internal/testwait"
+)
+
+// needLaunchers skips a test on hosts where commands are not started by
+// launchers (cgroup v2, no hierarchy, not root).
+func needLaunchers(t *testing.T) {
+	t.Helper()
+	if !launchersOn() {
+		t.Skip("SKIPPING: launchers are for cgroup v1 as root; this host has no such hierarchy or runs unprivileged")
+	}
+}
+
+// cgroupOf is the path of a /proc/<pid>/cgroup text's line for controller c.
+func cgroupOf(text, c string) string {
+	for _, line := range strings.Split(text, "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && strings.Contains(","+parts[1]+",", ","+c+",") {
+			return parts[2]
+		}
+	}
+	return ""
+}
+
+// spareCount is how many spare groups l has ready.
+func spareCount(l *Local) int {
+	l.cgmu.Lock()
+	defer l.cgmu.Unlock()
+	return len(l.spares)
+}
+
+// readySpares has l make its spare groups (a first command, in a scratch
+// sandbox, finds none and starts them) and waits for them.
+func readySpares(t *testing.T, l *Local) {
+	t.Helper()
+	scratch := acquire(t, l, Spec{Name: "scratch"})
+	if _, err := l.Exec(context.Background(), ExecRequest{Sandbox: scratch.Name, Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !testwait.UntilEvery(10*time.Second, 10*time.Millisecond, func() bool { return spareCount(l) == spareTarget }) {
+		t.Fatalf("the driver made no %d spare groups", spareTarget)
+	}
+}
+
+// This process's pid is in a group while its launcher is there, and no
+// listing that signals or kills sees it.
+func TestLauncherIsNeverListed(t *testing.T) {
+	needLaunchers(t)
+	l := newLocal(t)
+	readySpares(t, l)
+	l.cgmu.Lock()
+	g := l.spares[0].g
+	l.cgmu.Unlock()
+	self := strconv.Itoa(os.Getpid())
+	for _, d := range g.launcherDirs() {
+		raw, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil || !slices.Contains(strings.Fields(string(raw)), self) {
+			t.Fatalf("%s lists %q, want this process (%s) for its launcher: %v", d, raw, self, err)
+		}
+		if pids := groupPids(d); slices.Contains(pids, os.Getpid()) {
+			t.Fatalf("groupPids(%s) = %v lists this process", d, pids)
+		}
+	}
+	if !g.empty() {
+		t.Fatal("a group holding only its launcher is not empty")
+	}
+}
+
+// A command started by a launcher is not in the freezer's group until the
+// sandbox is paused; Pause moves it and what it forked there, frozen.
+func TestPauseFreezesLauncherCommands(t *testing.T) {
+	needLaunchers(t)
+	if !hasFreezer() {
+		t.Skip("SKIPPING: no freezer hierarchy")
+	}
+	l := newLocal(t)
+	readySpares(t, l)
+	sb := acquire(t, l, Spec{Name: "frozen"}) // its first command takes a spare
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Exec(ctx, ExecRequest{Sandbox: sb.Name, Argv: []string{"sh", "-c", "sleep 300 & sleep 300; wait"}})
+		done <- err
+	}()
+	pidsDir, freezerDir := cgroupDir("pids", sb.CgroupName), cgroupDir("freezer", sb.CgroupName)
+	var pids []int
+	if !testwait.UntilEvery(10*time.Second, 10*time.Millisecond, func() bool {
+		pids = groupPids(pidsDir)
+		return len(pids) >= 3 // sh and its two sleeps
+	}) {
+		t.Fatalf("the command's processes never showed: %v", pids)
+	}
+	if in := groupPids(freezerDir); len(in) != 0 {
+		t.Fatalf("processes %v are in the freezer's group before the pause: not started by the launcher", in)
+	}
+	if err := l.Pause(context.Background(), sb.Name); err != nil {
+		t.Fatal(err)
+	}
+	frozen := groupPids(freezerDir)
+	for _, pid := range pids {
+		if !slices.Contains(frozen, pid) {
+			t.Errorf("process %d is not in the frozen group %v", pid, frozen)
+		}
+	}
+	if state, _ := os.ReadFile(filepath.Join(freezerDir, "freezer.state")); strings.TrimSpace(string(state)) != "FROZEN" {
+		t.Errorf("freezer.state %q", state)
+	}
+	self, _ := os.ReadFile("/proc/self/cgroup")
+	if got := cgroupOf(string(self), "freezer"); strings.Contains(got, sb.CgroupName) {
+		t.Fatalf("this process is in the sandbox's freezer group %s", got)
+	}
+	if err := l.Resume(context.Background(), sb.Name); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stopped command never returned")
+	}
+}
+
+// A sandbox's first command takes a spare group: renamed to the sandbox's,
+// with the sandbox's limits, its launcher already in it; the spares are made
+// again in a batch, after a sandbox is deleted, once few are left; Close
+// removes them.
+func TestSpareBecomesTheSandboxsGroup(t *testing.T) {
+	needLaunchers(t)
+	l := newLocal(t)
+	readySpares(t, l)
+	spares := func() int { return spareCount(l) }
+	sb := acquire(t, l, Spec{Name: "second", MemoryMB: 64})
+	var out bytes.Buffer
+	if res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"cat", "/proc/self/cgroup"}, Stdout: &out}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	for _, c := range controllers() {
+		got, want := cgroupOf(out.String(), c), "/"+cgroupParent+"/"+sb.CgroupName+"/x"
+		if c == "freezer" {
+			if got != "/" {
+				t.Errorf("freezer: %s, want / (a command started by a launcher joins it at pause)", got)
+			}
+		} else if !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %s, want %s…", c, got, want)
+		}
+	}
+	if limit, _ := os.ReadFile(filepath.Join(cgroupDir("memory", sb.CgroupName), "memory.limit_in_bytes")); strings.TrimSpace(string(limit)) != strconv.Itoa(64<<20) {
+		t.Errorf("memory.limit_in_bytes %q, want %d", limit, 64<<20)
+	}
+	if n := spares(); n != spareTarget-1 {
+		t.Fatalf("%d spares after one was taken, want %d", n, spareTarget-1)
+	}
+	for i := spareTarget - 1; i > spareLow; i-- {
+		more := acquire(t, l, Spec{Name: "more-" + strconv.Itoa(i)})
+		if _, err := l.Exec(context.Background(), ExecRequest{Sandbox: more.Name, Argv: []string{"true"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := spares(); n != spareLow {
+		t.Fatalf("%d spares, want %d", n, spareLow)
+	}
+	if err := l.Delete(context.Background(), sb.Name); err != nil {
+		t.Fatal(err)
+	}
+	if !testwait.UntilEvery(10*time.Second, 10*time.Millisecond, func() bool { return spares() == spareTarget }) {
+		t.Fatalf("the spares were not made again after a delete: %d", spares())
+	}
+	l.Close()
+	for _, c := range controllers() {
+		entries, _ := os.ReadDir(filepath.Join(cgroupRoot, c, cgroupParent))
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), l.groupPrefix+spareMark) {
+				t.Errorf("Close left spare group %s/%s", c, e.Name())
+			}
+		}
+	}
+}
+
+// Spare groups that a process no longer running left are removed at start.
+func TestLeftSparesAreRemoved(t *testing.T) {
+	needLaunchers(t)
+	l := newLocal(t)
+	name := "0000dead" + spareMark + "1.1-7" // pid 1 did not start at tick 1
+	for _, c := range controllers() {
+		if err := os.MkdirAll(filepath.Join(cgroupRoot, c, cgroupParent, name, "x1.1-7"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.KillLeftovers()
+	for _, c := range controllers() {
+		if _, err := os.Stat(filepath.Join(cgroupRoot, c, cgroupParent, name)); !os.IsNotExist(err) {
+			t.Errorf("%s: the left spare is still there (%v)", c, err)
+		}
+	}
+}
+
+// A command that says another follows soon leaves its group with a
+// launcher for it, and the next command starts from it (not in the freezer
+// until a pause); the last command leaves none.
+func TestNextSoonLeavesALauncher(t *testing.T) {
+	needLaunchers(t)
+	l := newLocal(t)
+	sb := acquire(t, l, Spec{Name: "steps"})
+	// A new driver has no spare yet: the first command joins when it starts.
+	if _, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"true"}, NextSoon: true}); err != nil {
+		t.Fatal(err)
+	}
+	kept := func() *execGroup {
+		l.cgmu.Lock()
+		defer l.cgmu.Unlock()
+		if p := l.pools[sb.Name]; p != nil && len(p.free) == 1 {
+			return p.free[0]
+		}
+		return nil
+	}
+	if g := kept(); g == nil || g.ln == nil || !g.ln.usable() {
+		t.Fatal("the group the first command left has no launcher")
+	}
+	var out bytes.Buffer
+	if res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"cat", "/proc/self/cgroup"}, Stdout: &out}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if got := cgroupOf(out.String(), "pids"); !strings.HasPrefix(got, "/"+cgroupParent+"/"+sb.CgroupName+"/x") {
+		t.Fatalf("pids: %s", got)
+	}
+	if hasFreezer() {
+		if got := cgroupOf(out.String(), "freezer"); got != "/" {
+			t.Fatalf("freezer: %s, want / (started by the launcher)", got)
+		}
+	}
+	if g := kept(); g == nil || g.ln != nil {
+		t.Fatal("the last command's group got a launcher")
+	}
+}
