@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/linefactory/linefactory/activities/sandbox/sandboxtest"
-	"github.com/linefactory/linefactory/cmd/internal/embedded"
+	"github.com/linefactory/linefactory/cmd/internal/ports"
 	"github.com/linefactory/linefactory/internal/testwait"
 	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/workflows"
@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	port, err := embedded.FreePort()
+	port, err := ports.Free()
 	if err != nil {
 		t.Fatal(err)
 	}

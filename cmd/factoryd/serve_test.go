@@ -155,3 +155,26 @@ func (s *syncWriter) String() string {
 	defer s.mu.Unlock()
 	return s.w.String()
 }
+
+// A Temporal port that the configuration names and another process holds
+// fails serve with an error saying so; the embedded server's fatal log
+// (zap's Fatal, which ends the process) must not end the caller.
+func TestServeWithTakenTemporalPort(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	port := held.Addr().(*net.TCPAddr).Port
+	cfg, err := loadConfig("serve", []string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--roles", "api",
+		"--temporal-port", strconv.Itoa(port), "--temporal-ui-addr", "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.BootstrapToken = "serve-test-token"
+	err = serve(context.Background(), cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)), nil, nil)
+	want := "127.0.0.1:" + strconv.Itoa(port)
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("serve with Temporal's port taken: %v, want an error naming %s in use", err, want)
+	}
+}

@@ -20,7 +20,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -28,9 +27,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/linefactory/linefactory/cmd/internal/ports"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	tconfig "go.temporal.io/server/common/config"
@@ -40,6 +41,7 @@ import (
 	"go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -85,43 +87,6 @@ func (s *Server) Namespace() string { return s.namespace }
 // with TLS disabled). It is also in APIKeyFile in the data directory.
 func (s *Server) APIKey() string { return s.apiKey }
 
-// FreePort returns a loopback TCP port that is free now.
-//
-// The server binds the port later, so the port must stay free meanwhile: it
-// is drawn below the kernel's ephemeral range, which outgoing connections
-// take their local ports from (a port the kernel hands out for port 0 is
-// one of those, and was seen taken by a connection before the server bound
-// it). Falls back to the kernel's choice.
-func FreePort() (int, error) {
-	low := ephemeralLow()
-	for range 200 {
-		port := 10000 + mrand.IntN(max(low-10000, 1))
-		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			l.Close()
-			return port, nil
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range.
-func ephemeralLow() int {
-	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err == nil {
-		if f := strings.Fields(string(data)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
-				return n
-			}
-		}
-	}
-	return 32768
-}
-
 // dynamicConfig tunes a single node for latency (see DESIGN.md, measured
 // here: a regular activity round trip drops from ~51 ms to ~5 ms).
 func dynamicConfig() dynamicconfig.StaticClient {
@@ -158,18 +123,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			s.release()
 		}
 	}()
-	port := cfg.FrontendPort
-	if port == 0 {
-		if port, err = FreePort(); err != nil {
-			return nil, err
-		}
-	}
-	s.frontend = "127.0.0.1:" + strconv.Itoa(port)
 	sqlCfg, err := prepareStore(cfg)
-	if err != nil {
-		return nil, err
-	}
-	conf, err := serverConfig(s.frontend, port, sqlCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if s.quiet, err = zap.ParseAtomicLevel(cfg.LogLevel); err != nil { // raised to fatal by Stop
 		return nil, fmt.Errorf("embedded temporal: log level: %w", err)
 	}
-	if s.srv, err = newServer(conf, cfg.LogLevel, newKeyClaims(s.apiKey, uiKey), s.quiet); err != nil {
+	if err := s.startServer(cfg, sqlCfg, newKeyClaims(s.apiKey, uiKey)); err != nil {
 		return nil, err
 	}
 	if err := waitTCP(ctx, s.frontend, 30*time.Second); err != nil {
@@ -193,6 +147,43 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// startAttempts bounds the starts of the server with fresh ports.
+const startAttempts = 3
+
+// startServer starts the server on ports chosen just before: the frontend's
+// (cfg.FrontendPort, or a free one) and free ones for the other services.
+// A port another process took between being chosen and bound fails the
+// start (errPortTaken); it is tried again with fresh ports, unless the
+// port taken is one the configuration names.
+func (s *Server) startServer(cfg Config, sqlCfg *tconfig.SQL, claims authorization.ClaimMapper) error {
+	for attempt := 1; ; attempt++ {
+		port := cfg.FrontendPort
+		if port == 0 {
+			var err error
+			if port, err = ports.Free(); err != nil {
+				return err
+			}
+		}
+		s.frontend = "127.0.0.1:" + strconv.Itoa(port)
+		conf, err := serverConfig(s.frontend, port, sqlCfg)
+		if err != nil {
+			return err
+		}
+		s.srv, err = newServer(conf, cfg.LogLevel, claims, s.quiet)
+		if err == nil {
+			return nil
+		}
+		explicit := cfg.FrontendPort != 0 && strings.Contains(err.Error(), s.frontend)
+		if !errors.Is(err, errPortTaken) || explicit || attempt == startAttempts {
+			return err
+		}
+		// The failed start may have recorded its members (and ports).
+		if err := clearMembership(sqlCfg.DatabaseName); err != nil {
+			return fmt.Errorf("embedded temporal: %w", err)
+		}
+	}
 }
 
 // makeKeys makes this start's API key (kept in s and in the key file) and
@@ -272,13 +263,13 @@ func services(frontendPort int) (map[string]tconfig.Service, error) {
 	out := map[string]tconfig.Service{}
 	for name, grpcPort := range map[string]int{"frontend": frontendPort, "internal-frontend": 0, "history": 0, "matching": 0, "worker": 0} {
 		if grpcPort == 0 {
-			p, err := FreePort()
+			p, err := ports.Free()
 			if err != nil {
 				return nil, err
 			}
 			grpcPort = p
 		}
-		mp, err := FreePort()
+		mp, err := ports.Free()
 		if err != nil {
 			return nil, err
 		}
@@ -330,16 +321,42 @@ func serverConfig(frontend string, port int, sqlCfg *tconfig.SQL) (*tconfig.Conf
 // newServer creates and starts the Temporal server: the public frontend
 // authorizes callers by the roles claims gives them (the internal one
 // admits every caller that got through its mutual TLS).
-func newServer(conf *tconfig.Config, logLevel string, claims authorization.ClaimMapper, quiet zap.AtomicLevel) (temporal.Server, error) {
+//
+// The server ends the process on a fatal log (zap's Fatal), which is how it
+// reports a port it cannot bind. While newServer runs, a fatal log panics
+// instead (fatalHook) and newServer returns it as an error, stopping what
+// started; errPortTaken when a port was in use.
+func newServer(conf *tconfig.Config, logLevel string, claims authorization.ClaimMapper, quiet zap.AtomicLevel) (srv temporal.Server, err error) {
+	hook := &fatalHook{}
+	hook.starting.Store(true)
+	defer hook.starting.Store(false)
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		f, ok := r.(startFatal)
+		if !ok {
+			panic(r)
+		}
+		if srv != nil {
+			stopQuietly(srv, quiet)
+		}
+		srv, err = nil, fmt.Errorf("embedded temporal: %s", f.msg)
+		if strings.Contains(f.msg, "address already in use") {
+			err = fmt.Errorf("%w: %w", errPortTaken, err)
+		}
+	}()
 	// quiet is lowered to nothing but fatal while the server stops: its
 	// services then log errors about each other being gone (matching's
 	// "Not enough hosts to serve the request"), which are not failures.
-	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: logLevel, Format: "json"}).WithOptions(zap.IncreaseLevel(quiet)))
+	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: logLevel, Format: "json"}).
+		WithOptions(zap.IncreaseLevel(quiet), zap.WithFatalHook(hook)))
 	tlsProvider, err := newInternodeTLS()
 	if err != nil {
 		return nil, fmt.Errorf("embedded temporal: %w", err)
 	}
-	srv, err := temporal.NewServer(
+	srv, err = temporal.NewServer(
 		temporal.WithConfig(conf),
 		temporal.ForServices(append(slices.Clone(temporal.DefaultServices), "internal-frontend")),
 		temporal.WithLogger(logger),
@@ -352,9 +369,48 @@ func newServer(conf *tconfig.Config, logLevel string, claims authorization.Claim
 		return nil, fmt.Errorf("embedded temporal: %w", err)
 	}
 	if err := srv.Start(); err != nil {
+		stopQuietly(srv, quiet)
 		return nil, fmt.Errorf("embedded temporal: start: %w", err)
 	}
 	return srv, nil
+}
+
+// errPortTaken is a start that found one of its ports in use.
+var errPortTaken = errors.New("a port was taken before the server bound it")
+
+// fatalHook is what a fatal log of the server does after it is written:
+// while starting, panic with a startFatal (newServer recovers it); after,
+// exit the process as zap's default does.
+type fatalHook struct{ starting atomic.Bool }
+
+// startFatal is a fatal log of the server while it starts.
+type startFatal struct{ msg string }
+
+func (h *fatalHook) OnWrite(ce *zapcore.CheckedEntry, fields []zapcore.Field) {
+	if !h.starting.Load() {
+		os.Exit(1)
+	}
+	msg := ce.Message
+	for _, f := range fields {
+		switch {
+		case f.Key == "error" && f.Interface != nil:
+			if e, ok := f.Interface.(error); ok {
+				msg += ": " + e.Error()
+			}
+		case f.Key == "address" && f.Type == zapcore.StringType:
+			msg += " (" + f.String + ")"
+		}
+	}
+	panic(startFatal{msg: msg})
+}
+
+// stopQuietly stops what a failed start began, ignoring what that says.
+func stopQuietly(srv temporal.Server, quiet zap.AtomicLevel) {
+	level := quiet.Level()
+	quiet.SetLevel(zap.FatalLevel)
+	defer quiet.SetLevel(level)
+	defer func() { _ = recover() }()
+	_ = srv.Stop()
 }
 
 // clearMembership deletes the cluster membership rows a previous process
