@@ -141,7 +141,7 @@ func (l *Local) startIsolated(sb Sandbox, p *execPlan, r *running, n *sandboxNet
 	host := uint32(sb.HostUID)
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL,
 		Credential: &syscall.Credential{Uid: host, Gid: host}} // no supplementary groups
-	if r.group != nil && !r.group.v2 && r.group.ln == nil && !traceJoin(r.group) {
+	if r.group != nil && !r.group.v2 && !r.group.hasLauncher() && !traceJoin(r.group) {
 		// The shim writes into root's cgroup files, so it runs as root
 		// and setpriv makes it the host user before bwrap.
 		id := strconv.Itoa(sb.HostUID)

@@ -119,9 +119,9 @@ func limitFiles(sb Sandbox, controller string) [][2]string {
 type execGroup struct {
 	dirs []string // one per hierarchy
 	v2   bool
-	// ln is the launcher that will start the group's next command (v1;
-	// launcher.go); l.cgmu guards it while the group is kept.
-	ln *launcher
+	// lns are the launchers that will start the group's next commands, in
+	// order (v1; launcher.go); l.cgmu guards them while the group is kept.
+	lns []*launcher
 }
 
 // procsFiles are the files a v1 shim writes its pid into.
@@ -278,7 +278,7 @@ func removeTree(dir string) error {
 
 // kill kills every process of the command and removes its groups.
 func (g *execGroup) kill() {
-	g.retireLauncher()
+	g.retireLaunchers()
 	// the freezer first: it stops the others' processes from forking
 	for i := len(g.dirs) - 1; i >= 0; i-- {
 		if strings.Contains(g.dirs[i], "/freezer/") {

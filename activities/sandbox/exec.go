@@ -68,11 +68,11 @@ func (l *Local) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 		return ExecResult{}, err
 	}
 	defer stopServices()
-	r, err := l.start(sb, p)
+	r, err := l.start(sb, p, req.NextSoon)
 	if err != nil {
 		return ExecResult{}, err
 	}
-	defer l.release(sb, r, req.NextSoon)
+	defer l.release(sb, r)
 	r.copyOutput(req.Stdout, req.Stderr)
 	res, err := r.wait(ctx, req.Timeout)
 	if err != nil {
@@ -214,11 +214,15 @@ type running struct {
 	// emptied: its command ended and left nothing in its group, which
 	// another command of the sandbox may use (cgpool.go)
 	emptied bool
+	// nextSoon: another command of the sandbox follows soon
+	// (ExecRequest.NextSoon); its launcher joins the group while this one
+	// runs (startOn) or, when it could not, after it (release).
+	nextSoon bool
 }
 
 // start starts the command in its cgroup and copies its output.
-func (l *Local) start(sb Sandbox, p *execPlan) (*running, error) {
-	r := &running{start: time.Now(), netDone: func() {}}
+func (l *Local) start(sb Sandbox, p *execPlan, nextSoon bool) (*running, error) {
+	r := &running{start: time.Now(), netDone: func() {}, nextSoon: nextSoon}
 	n, netDone, err := l.joinNet(sb, p, p.services)
 	if err != nil {
 		return nil, errorf(CodeProvisioningFailed, err, "give the sandbox its network")
@@ -235,8 +239,8 @@ func (l *Local) start(sb Sandbox, p *execPlan) (*running, error) {
 		netDone()
 		return nil, errorf(CodeExecFailed, err, "apply the sandbox's limits to %q", p.argv[0])
 	}
-	if g.ln != nil && (!launchersOn() || !g.ln.usable()) {
-		g.retireLauncher() // its join failed (or launchers are off): the command joins when it starts
+	if g.hasLauncher() && (!launchersOn() || !g.lns[0].usable()) {
+		g.retireLaunchers() // a join failed (or launchers are off): the command joins when it starts
 	}
 	if len(g.dirs) > 0 {
 		r.group = g
@@ -286,7 +290,7 @@ func (l *Local) startIn(sb Sandbox, p *execPlan, r *running, n *sandboxNet) erro
 // a shim.
 func startHost(p *execPlan, r *running, n *sandboxNet, stdout, stderr *os.File) error {
 	argv := p.argv
-	if r.group != nil && !r.group.v2 && r.group.ln == nil && !traceJoin(r.group) {
+	if r.group != nil && !r.group.v2 && !r.group.hasLauncher() && !traceJoin(r.group) {
 		argv = shim(r.group.procsFiles(), argv)
 	}
 	path, _ := exec.LookPath(argv[0])
@@ -316,6 +320,12 @@ func startOn(cmd *exec.Cmd, n *sandboxNet, r *running, name string, before func(
 	var ln *launcher
 	if r.group != nil {
 		ln = r.group.takeLauncher() // in the group already: nothing to join
+	}
+	if ln != nil && r.nextSoon {
+		// The launchers of the commands that follow join now, while this
+		// one runs (launchersAhead; joined when it ended, one held a job's
+		// second step 10 ms in half the runs).
+		r.group.addLaunchers(launchersAhead)
 	}
 	var atStart func(int) error
 	if ln == nil && traceJoin(r.group) {
@@ -465,7 +475,7 @@ func (r *running) copyOutput(stdout, stderr io.Writer) {
 
 // release forgets a finished command and keeps its emptied cgroups for the
 // sandbox's next command, or removes them (cgpool.go).
-func (l *Local) release(sb Sandbox, r *running, nextSoon bool) {
+func (l *Local) release(sb Sandbox, r *running) {
 	r.netDone()
 	l.track(sb.Name, r.cmd.Process.Pid, false)
 	l.cgmu.Lock()
@@ -474,11 +484,12 @@ func (l *Local) release(sb Sandbox, r *running, nextSoon bool) {
 		r.group.kill()
 	}
 	if r.group != nil && r.emptied {
-		if nextSoon && launchersOn() {
-			// Joins while the next command is on its way; not after a
-			// sandbox's last command, whose groups go when it is deleted
-			// (a join holds the kernel's cgroup mutex, and the removal with it).
-			r.group.ln = newLauncher(r.group.launcherDirs())
+		if r.nextSoon && !r.group.hasLauncher() && launchersOn() {
+			// Joins while the next command is on its way (this one started
+			// without a launcher); not after a sandbox's last command, whose
+			// groups go when it is deleted (a join holds the kernel's cgroup
+			// mutex, and the removal with it).
+			r.group.addLaunchers(1)
 		}
 		l.putGroup(sb, r.group)
 	} else {

@@ -20,10 +20,11 @@ import (
 // group's pids, memory and cpu hierarchies beforehand (its thread id in
 // their tasks files, off the step's path): the command, forked from that
 // thread, starts in them by inheritance, with no write, and the thread ends
-// with the command. A group kept for the sandbox's next command gets a new
-// launcher when its command ends if the caller said another follows soon
-// (ExecRequest.NextSoon: a job's next step), and a driver keeps spare
-// groups with one (spare below) for a sandbox's first command.
+// with the command. When the caller says another command follows soon
+// (ExecRequest.NextSoon: a job's next step), a group's launchers for the
+// next two commands join while its command runs (launchersAhead), and a
+// driver keeps spare groups with two (spare below) for a sandbox's first
+// commands.
 //
 // A launcher never enters the freezer: frozen while it holds (or is handed)
 // a scheduler P, a thread of this process would stall the whole process. So
@@ -125,27 +126,46 @@ var v1Root = sync.OnceValue(func() bool {
 // that path).
 var noLaunchers bool
 
-// takeLauncher returns the group's launcher, once it has joined, and takes
-// it from the group (a launcher starts one command); nil when the group has
-// none or its join failed.
+// launchersAhead is how many launchers a group holds for the commands
+// that follow (ExecRequest.NextSoon): the next one's and the one after's.
+// A join made after the launchers' idle time waits a grace period (10–25 ms
+// here), longer than a job's step and its round trip through Temporal
+// (about 7 ms): a launcher that begins joining when the command before the
+// previous one starts is ready in time.
+const launchersAhead = 2
+
+// hasLauncher tells whether the group has a launcher for its next command.
+func (g *execGroup) hasLauncher() bool { return g != nil && len(g.lns) > 0 }
+
+// takeLauncher returns the group's next launcher, once it has joined, and
+// takes it from the group (a launcher starts one command); nil when the
+// group has none or its join failed (the others are retired then).
 func (g *execGroup) takeLauncher() *launcher {
-	if g == nil || g.ln == nil {
+	if !g.hasLauncher() {
 		return nil
 	}
-	ln := g.ln
-	g.ln = nil
+	ln := g.lns[0]
+	g.lns = g.lns[1:]
 	if !ln.usable() {
-		return nil // its thread has ended
+		g.retireLaunchers() // their joins are failing as well
+		return nil          // its thread has ended
 	}
 	return ln
 }
 
-// retireLauncher ends the group's unused launcher, if any.
-func (g *execGroup) retireLauncher() {
-	if g.ln != nil {
-		g.ln.retire()
-		g.ln = nil
+// addLaunchers starts launchers joining the group until it has n.
+func (g *execGroup) addLaunchers(n int) {
+	for len(g.lns) < n {
+		g.lns = append(g.lns, newLauncher(g.launcherDirs()))
 	}
+}
+
+// retireLaunchers ends the group's unused launchers.
+func (g *execGroup) retireLaunchers() {
+	for _, ln := range g.lns {
+		ln.retire()
+	}
+	g.lns = nil
 }
 
 // procsOf lists the pids in a cgroup.procs file, but this process's.
@@ -309,7 +329,8 @@ func (l *Local) fillSpares() {
 	}()
 }
 
-// makeSpare makes a spare group with a launcher that has joined it.
+// makeSpare makes a spare group with launchers that have joined it: the
+// sandbox's first command's and, if another follows soon, its second's.
 func (l *Local) makeSpare() (*spare, error) {
 	seq := strconv.FormatInt(execSeq.Add(1), 10)
 	sp := &spare{name: l.groupPrefix + spareMark + l.owner + "-" + seq}
@@ -318,9 +339,11 @@ func (l *Local) makeSpare() (*spare, error) {
 	if err != nil {
 		return sp, err
 	}
-	g.ln = newLauncher(g.launcherDirs())
-	if !g.ln.usable() {
-		return sp, g.ln.err
+	g.addLaunchers(launchersAhead)
+	for _, ln := range g.lns {
+		if !ln.usable() {
+			return sp, ln.err
+		}
 	}
 	return sp, nil
 }

@@ -160,6 +160,15 @@ func TestSpareBecomesTheSandboxsGroup(t *testing.T) {
 	if limit, _ := os.ReadFile(filepath.Join(cgroupDir("memory", sb.CgroupName), "memory.limit_in_bytes")); strings.TrimSpace(string(limit)) != strconv.Itoa(64<<20) {
 		t.Errorf("memory.limit_in_bytes %q, want %d", limit, 64<<20)
 	}
+	l.cgmu.Lock()
+	left := -1
+	if p := l.pools[sb.Name]; p != nil && len(p.free) == 1 {
+		left = len(p.free[0].lns)
+	}
+	l.cgmu.Unlock()
+	if left != launchersAhead-1 {
+		t.Errorf("the spare's group kept %d launchers for the sandbox's next commands, want %d", left, launchersAhead-1)
+	}
 	if n := spares(); n != spareTarget-1 {
 		t.Fatalf("%d spares after one was taken, want %d", n, spareTarget-1)
 	}
@@ -209,15 +218,13 @@ func TestLeftSparesAreRemoved(t *testing.T) {
 
 // A command that says another follows soon leaves its group with a
 // launcher for it, and the next command starts from it (not in the freezer
-// until a pause); the last command leaves none.
+// until a pause); a command started by a launcher that says another follows
+// has the launchers of the next two join while it runs (launchersAhead);
+// the last command starts none.
 func TestNextSoonLeavesALauncher(t *testing.T) {
 	needLaunchers(t)
 	l := newLocal(t)
 	sb := acquire(t, l, Spec{Name: "steps"})
-	// A new driver has no spare yet: the first command joins when it starts.
-	if _, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"true"}, NextSoon: true}); err != nil {
-		t.Fatal(err)
-	}
 	kept := func() *execGroup {
 		l.cgmu.Lock()
 		defer l.cgmu.Unlock()
@@ -226,22 +233,44 @@ func TestNextSoonLeavesALauncher(t *testing.T) {
 		}
 		return nil
 	}
-	if g := kept(); g == nil || g.ln == nil || !g.ln.usable() {
-		t.Fatal("the group the first command left has no launcher")
+	launchers := func() int {
+		g := kept()
+		if g == nil {
+			t.Fatal("no group kept")
+		}
+		for _, ln := range g.lns {
+			if !ln.usable() {
+				t.Fatalf("a launcher's join failed: %v", ln.err)
+			}
+		}
+		return len(g.lns)
 	}
-	var out bytes.Buffer
-	if res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"cat", "/proc/self/cgroup"}, Stdout: &out}); err != nil || res.ExitCode != 0 {
-		t.Fatalf("%+v %v", res, err)
+	run := func(nextSoon bool) string {
+		var out bytes.Buffer
+		if res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"cat", "/proc/self/cgroup"}, Stdout: &out, NextSoon: nextSoon}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("%+v %v", res, err)
+		}
+		return out.String()
 	}
-	if got := cgroupOf(out.String(), "pids"); !strings.HasPrefix(got, "/"+cgroupParent+"/"+sb.CgroupName+"/x") {
+	// A new driver has no spare yet: the first command joins when it starts.
+	run(true)
+	if n := launchers(); n != 1 {
+		t.Fatalf("the group the first command left has %d launchers, want 1", n)
+	}
+	out := run(true)
+	if got := cgroupOf(out, "pids"); !strings.HasPrefix(got, "/"+cgroupParent+"/"+sb.CgroupName+"/x") {
 		t.Fatalf("pids: %s", got)
 	}
 	if hasFreezer() {
-		if got := cgroupOf(out.String(), "freezer"); got != "/" {
+		if got := cgroupOf(out, "freezer"); got != "/" {
 			t.Fatalf("freezer: %s, want / (started by the launcher)", got)
 		}
 	}
-	if g := kept(); g == nil || g.ln != nil {
-		t.Fatal("the last command's group got a launcher")
+	if n := launchers(); n != launchersAhead {
+		t.Fatalf("the second command left %d launchers, want %d", n, launchersAhead)
+	}
+	run(false)
+	if n := launchers(); n != launchersAhead-1 {
+		t.Fatalf("the last command left %d launchers, want %d (none started)", n, launchersAhead-1)
 	}
 }
