@@ -65,7 +65,19 @@ func CheckIsolation() error {
 	cmd := exec.Command("bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--", "/bin/true")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: hostUIDBase, Gid: hostUIDBase}, Pdeathsig: syscall.SIGKILL}
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	if out, err := cmd.CombinedOutput(); err != nil {
+	// Pdeathsig follows the forking thread: forked from any thread of the
+	// runtime, the probe was killed when a goroutine that locked that
+	// thread (a launcher, a staging thread) ended with it. Its own thread
+	// lives until the probe ends.
+	var out []byte
+	var err error
+	done := make(chan struct{})
+	onOwnThread(func() {
+		defer close(done)
+		out, err = cmd.CombinedOutput()
+	})
+	<-done
+	if err != nil {
 		return fmt.Errorf("bwrap cannot create namespaces as an unprivileged user (the kernel may forbid user namespaces: see user.max_user_namespaces, kernel.apparmor_restrict_unprivileged_userns): %v: %s", err, bytes.TrimSpace(out))
 	}
 	return nil
