@@ -175,7 +175,8 @@ func (s *Server) startServer(cfg Config, sqlCfg *tconfig.SQL, claims authorizati
 		if err == nil {
 			return nil
 		}
-		explicit := cfg.FrontendPort != 0 && strings.Contains(err.Error(), s.frontend)
+		// startFatal's message ends with the address in parentheses.
+		explicit := cfg.FrontendPort != 0 && strings.Contains(err.Error(), "("+s.frontend+")")
 		if !errors.Is(err, errPortTaken) || explicit || attempt == startAttempts {
 			return err
 		}
