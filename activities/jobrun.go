@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -400,6 +401,38 @@ type RunStepInput struct {
 	// NextStep: another step of the task follows this one (the sandbox
 	// prepares its cgroup for it, sandbox.ExecRequest.NextSoon).
 	NextStep bool `json:",omitempty"`
+	// DeferEnd: when the step succeeds and NextStep, its end is not written
+	// here but returned (RunStepResult.End) for the run's next write, the
+	// next step's start (Ends) or FinishRun's, to carry. A worker that does
+	// not know it writes the end itself, as before.
+	DeferEnd bool `json:",omitempty"`
+	// Ends are earlier steps' ends this step writes while its command
+	// starts, with its own start.
+	Ends []StepEnd `json:",omitempty"`
+}
+
+// StepEnd is how a step that succeeded ended, written to its timeline
+// entry by the run's next write instead of by a write of its own: a job's
+// step then costs one write of the run record on the step's path (its
+// start, while its command starts) instead of two (the end, after it, on
+// PostgreSQL a commit that waits for the disk). The workflow keeps it until
+// a write that carries it has completed, so a lost activity loses no end.
+type StepEnd struct {
+	Task, Step  string
+	CompletedAt time.Time
+	ExitCode    *int `json:",omitempty"`
+	run.Outcome
+}
+
+// apply writes the end into the step's entry unless the entry has ended
+// already.
+func (end StepEnd) apply(e *store.StepTimelineEntry) {
+	if e.Status != run.Pending && e.Status != run.Running {
+		return
+	}
+	completed := end.CompletedAt
+	e.SetOutcome(end.Outcome)
+	e.CompletedAt, e.ExitCode = &completed, end.ExitCode
 }
 
 // RunStepResult is a step's outcome; a failed command is a result, not an
@@ -411,6 +444,9 @@ type RunStepResult struct {
 	ExitCode         *int
 	Outputs          map[string]any
 	ComputeCostCents float64
+	// End is the step's end when RunStepInput.DeferEnd left it to the run's
+	// next write.
+	End *StepEnd `json:",omitempty"`
 }
 
 // StepFailureFromError describes a step that could not run; a step whose
@@ -451,11 +487,16 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 	marked := make(chan struct{})
 	go func() {
 		defer close(marked)
+		var ends sync.WaitGroup
+		if len(in.Ends) > 0 {
+			ends.Go(func() { a.writeEnds(context.WithoutCancel(ctx), in.RunID, in.Ends) })
+		}
 		a.markStep(ctx, in, func(e *store.StepTimelineEntry) {
 			e.SetOutcome(run.Outcome{Status: run.Running})
 			e.StartedAt, e.SandboxName, e.CompletedAt, e.ExitCode = &started, new(in.Sandbox), nil, nil
 			e.Attempt, e.Attempts = attempt, append(e.Attempts, store.StepAttempt{Attempt: attempt, StartedAt: started})
 		})
+		ends.Wait()
 	}()
 	stopHB := a.heartbeat(ctx, in.Task+"/"+in.Step)
 	res, err := a.runAction(ctx, in)
@@ -490,6 +531,10 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 	res.Task, res.Step = in.Task, in.Step
 	done := a.now()
 	res.ComputeCostCents = a.Rates.Cost(done.Sub(started), in.Vcpus, in.MemoryMB)
+	if in.DeferEnd && in.NextStep && res.Status == run.Succeeded {
+		res.End = &StepEnd{Task: in.Task, Step: in.Step, CompletedAt: done, ExitCode: res.ExitCode, Outcome: res.Outcome}
+		return res, nil
+	}
 	a.updateStep(context.WithoutCancel(ctx), in, func(e *store.StepTimelineEntry) {
 		e.SetOutcome(res.Outcome)
 		e.CompletedAt, e.ExitCode = &done, res.ExitCode
@@ -520,6 +565,14 @@ func (a *Activities) markStep(ctx context.Context, in RunStepInput, change func(
 		return
 	}
 	a.updateStep(ctx, in, change)
+}
+
+// writeEnds writes earlier steps' ends (StepEnd), each as the step's end
+// would have been written by its own RunStep.
+func (a *Activities) writeEnds(ctx context.Context, runID string, ends []StepEnd) {
+	for _, end := range ends {
+		a.updateStep(ctx, RunStepInput{RunID: runID, Task: end.Task, Step: end.Step}, end.apply)
+	}
 }
 
 func (a *Activities) updateStep(ctx context.Context, in RunStepInput, change func(*store.StepTimelineEntry)) {
@@ -752,6 +805,8 @@ type FinishRunInput struct {
 	ComputeCostCents float64
 	// Sandboxes provisioned by the run, deleted when teardown_on_complete.
 	Sandboxes []string
+	// Ends are steps' ends no step carried yet (RunStepInput.Ends).
+	Ends []StepEnd `json:",omitempty"`
 	// Steps are outcomes the workflow knows better than the timeline: tasks
 	// whose sandbox could not be had (Step empty: the task's first step),
 	// steps whose activity failed or timed out, steps interrupted by
@@ -798,6 +853,14 @@ func (a *Activities) FinishRun(ctx context.Context, in FinishRunInput) (FinishRu
 		}
 		if res.Status != run.Cancelled {
 			r.StopReason = nil // a stop that lost the race to the run's end
+		}
+		for _, end := range in.Ends {
+			for i := range r.StepTimeline {
+				if e := &r.StepTimeline[i]; e.TaskName == end.Task && e.Name == end.Step {
+					end.apply(e)
+					break
+				}
+			}
 		}
 		for _, f := range in.Steps {
 			applyFailure(r, f, now)

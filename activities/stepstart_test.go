@@ -94,3 +94,109 @@ func TestStepStartWrittenWhileItRuns(t *testing.T) {
 		t.Fatalf("timeline entry %+v", e)
 	}
 }
+
+// okDriver is a sandbox driver whose commands succeed at once.
+type okDriver struct{ sandbox.Driver }
+
+func (okDriver) Get(_ context.Context, name string) (sandbox.Sandbox, error) {
+	return sandbox.Sandbox{Name: name}, nil
+}
+
+func (okDriver) Exec(context.Context, sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	return sandbox.ExecResult{}, nil
+}
+
+// A step followed by another of its task leaves its end (DeferEnd) to the
+// next step's start, which writes it; the task's last step writes its own;
+// an end no step carried is written by FinishRun. Each entry ends as a
+// step that wrote its own end would have left it.
+func TestStepEndCarriedByTheNextWrite(t *testing.T) {
+	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: run.Queued}}}
+	a := &Activities{Store: st, Sandboxes: okDriver{}, OutputDir: t.TempDir()}
+	ctx := context.Background()
+	step := manifests.Step{Exec: []string{"true"}}
+	m := manifests.JobManifest{Run: manifests.RunSection{Tasks: []manifests.Task{
+		{Name: "t", Steps: []manifests.Step{step, step}},
+		{Name: "u", Steps: []manifests.Step{step, step}},
+	}}}
+	if err := a.StartRun(ctx, StartRunInput{RunID: "jr_1", Manifest: m}); err != nil {
+		t.Fatal(err)
+	}
+	entry := func(task, name string) store.StepTimelineEntry {
+		for _, e := range st.runs["jr_1"].StepTimeline {
+			if e.TaskName == task && e.Name == name {
+				return e
+			}
+		}
+		t.Fatalf("no entry %s/%s in %+v", task, name, st.runs["jr_1"].StepTimeline)
+		return store.StepTimelineEntry{}
+	}
+	stepIn := func(task, name string, next bool, ends ...StepEnd) RunStepInput {
+		return RunStepInput{RunID: "jr_1", Task: task, Step: name, Action: step, Sandbox: "sb", NextStep: next, DeferEnd: true, Ends: ends}
+	}
+
+	first, err := a.RunStep(ctx, stepIn("t", "step-1", true))
+	if err != nil || first.Status != run.Succeeded || first.End == nil {
+		t.Fatalf("first step: %+v %v", first, err)
+	}
+	if e := entry("t", "step-1"); e.Status != run.Running || e.CompletedAt != nil {
+		t.Fatalf("the first step's end was written by its own activity: %+v", e)
+	}
+	last, err := a.RunStep(ctx, stepIn("t", "step-2", false, *first.End))
+	if err != nil || last.Status != run.Succeeded || last.End != nil {
+		t.Fatalf("the task's last step: %+v %v", last, err)
+	}
+	for _, name := range []string{"step-1", "step-2"} {
+		if e := entry("t", name); e.Status != run.Succeeded || e.CompletedAt == nil || e.StartedAt == nil || e.ExitCode == nil {
+			t.Fatalf("%s: %+v", name, e)
+		}
+	}
+	if got := *entry("t", "step-1").CompletedAt; !got.Equal(first.End.CompletedAt) {
+		t.Fatalf("the carried end's time %v, the step ended at %v", got, first.End.CompletedAt)
+	}
+
+	// A step that fails writes its own end, whatever follows.
+	failing := &Activities{Store: st, Sandboxes: exitDriver{code: 3}, OutputDir: t.TempDir()}
+	in := stepIn("u", "step-1", true)
+	res, err := failing.RunStep(ctx, in)
+	if err != nil || res.Status != run.Failed || res.End != nil {
+		t.Fatalf("failing step: %+v %v", res, err)
+	}
+	if e := entry("u", "step-1"); e.Status != run.Failed || e.CompletedAt == nil {
+		t.Fatalf("failed step: %+v", e)
+	}
+
+	// An end carried to FinishRun (the next step never ran).
+	st.runs["jr_1"] = func(r store.JobRun) store.JobRun {
+		for i := range r.StepTimeline {
+			if e := &r.StepTimeline[i]; e.TaskName == "u" && e.Name == "step-1" {
+				e.Status, e.CompletedAt, e.ExitCode = run.Running, nil, nil
+			}
+		}
+		return r
+	}(st.runs["jr_1"])
+	end := StepEnd{Task: "u", Step: "step-1", CompletedAt: time.Now().UTC().Truncate(time.Millisecond), ExitCode: new(0), Outcome: run.Outcome{Status: run.Succeeded}}
+	if _, err := a.FinishRun(ctx, FinishRunInput{RunID: "jr_1", Manifest: m, Outcome: run.Outcome{Status: run.Succeeded}, Ends: []StepEnd{end}}); err != nil {
+		t.Fatal(err)
+	}
+	if e := entry("u", "step-1"); e.Status != run.Succeeded || e.CompletedAt == nil || !e.CompletedAt.Equal(end.CompletedAt) {
+		t.Fatalf("an end carried to FinishRun: %+v", e)
+	}
+	if e := entry("u", "step-2"); e.Status != run.Skipped {
+		t.Fatalf("the step that never ran: %+v", e)
+	}
+}
+
+// exitDriver's commands exit with code.
+type exitDriver struct {
+	sandbox.Driver
+	code int
+}
+
+func (exitDriver) Get(_ context.Context, name string) (sandbox.Sandbox, error) {
+	return sandbox.Sandbox{Name: name}, nil
+}
+
+func (d exitDriver) Exec(context.Context, sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	return sandbox.ExecResult{ExitCode: d.code}, nil
+}

@@ -60,6 +60,8 @@ type JobRunResume struct {
 	// Runs counts the Temporal runs of the chain before this one, Steps the
 	// steps they ran.
 	Runs, Steps int
+	// Ends are steps' ends no write carried yet (runTaskStep).
+	Ends []activities.StepEnd `json:",omitempty"`
 }
 
 // TaskProgress is a task's progress carried to the next run of the chain.
@@ -116,7 +118,7 @@ func (jr *jobRun) resume(ctx workflow.Context) {
 	if r == nil {
 		return
 	}
-	jr.deadline = r.Deadline
+	jr.deadline, jr.ends = r.Deadline, r.Ends
 	for i, p := range r.Tasks {
 		if i < len(jr.outcomes) {
 			jr.outcomes[i] = p.outcome()
@@ -161,7 +163,7 @@ func (jr *jobRun) resumeSize() int {
 
 // carry is what the next run of the chain needs to go on.
 func (jr *jobRun) carry() *JobRunResume {
-	r := &JobRunResume{Deadline: jr.deadline, Runs: 1, Steps: jr.stepsRun}
+	r := &JobRunResume{Deadline: jr.deadline, Runs: 1, Steps: jr.stepsRun, Ends: jr.ends}
 	if old := jr.in.Resume; old != nil {
 		r.Runs, r.Steps, r.Stop = old.Runs+1, old.Steps+jr.stepsRun, old.Stop
 	}

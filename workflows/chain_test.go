@@ -131,6 +131,11 @@ func TestJobRunContinuesAsNewInOrder(t *testing.T) {
 		r.Tasks[0].Sandbox.Name == "" || len(r.Tasks[0].Writes) != 3 || r.Tasks[1].State != taskNotBegun {
 		t.Fatalf("second run resumes from %+v", r)
 	}
+	// The paused step's end, which the next step's start would have
+	// written, goes with the chain.
+	if len(r.Ends) != 1 || r.Ends[0].Task != "t0" || r.Ends[0].Step != "s2" || r.Ends[0].Status != run.Succeeded {
+		t.Fatalf("second run carries the ends %+v", r.Ends)
+	}
 	if r := c.inputs[2].Resume; r.Runs != 2 || r.Steps != 6 || r.Tasks[0].State != taskDone || r.Tasks[1].Next != 2 {
 		t.Fatalf("third run resumes from %+v", r)
 	}

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -180,6 +181,8 @@ type jobRun struct {
 	// local: the run acquires quick provisions and tears down as local
 	// activities (localSandboxChange), and takes the changes before it.
 	local bool
+	// ends are steps' ends no write has carried yet (runTaskStep).
+	ends []activities.StepEnd
 	chain
 }
 
@@ -208,7 +211,7 @@ func (jr *jobRun) start() error {
 // finish tears down what the run leaves behind and records how it ended.
 func (jr *jobRun) finish(fin activities.FinishRunInput) (JobRunResult, error) {
 	dctx, _ := workflow.NewDisconnectedContext(jr.bookCtx)
-	fin.RunID, fin.Manifest = jr.in.RunID, jr.m
+	fin.RunID, fin.Manifest, fin.Ends = jr.in.RunID, jr.m, jr.ends
 	teardown := jr.m.Run.TeardownOnComplete != nil && *jr.m.Run.TeardownOnComplete
 	if teardown {
 		teardownRouted(dctx, jr.remote, "")
@@ -401,7 +404,7 @@ func (jr *jobRun) runTaskFrom(ctx workflow.Context, ti int, out taskOutcome) tas
 			out.state, out.next = taskPaused, si
 			return out
 		}
-		ok := runTaskStep(ctx, in, m, ti, si, sbCfg, params, claims, &out)
+		ok := runTaskStep(ctx, in, m, ti, si, sbCfg, params, claims, &out, &jr.ends)
 		jr.stepsRun++
 		if !ok {
 			return out
@@ -482,7 +485,12 @@ func stepContext(ctx workflow.Context, timeout time.Duration) workflow.Context {
 // runTaskStep runs step si of task ti in the task's sandbox and records it
 // in out; false when the task cannot go on (the step failed or was
 // interrupted).
-func runTaskStep(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti, si int, sbCfg *manifests.SandboxConfig, params map[string]any, claims map[string][]string, out *taskOutcome) bool {
+//
+// ends are steps' ends not written yet (activities.StepEnd): this step's
+// activity writes them, and a step that succeeds and is followed by
+// another of its task leaves its own there. Those this step took stay
+// until its activity has completed (one that did not run wrote nothing).
+func runTaskStep(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti, si int, sbCfg *manifests.SandboxConfig, params map[string]any, claims map[string][]string, out *taskOutcome, ends *[]activities.StepEnd) bool {
 	task := m.Run.Tasks[ti]
 	step := task.Steps[si]
 	name := manifests.StepName(task, si)
@@ -503,9 +511,20 @@ func runTaskStep(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest,
 		Sandbox: out.sandbox.Name, Workdir: workdir, Params: params, Claimed: claims[name],
 		OutputSpecs: m.Outputs, TimeoutSeconds: int(timeout / time.Second),
 		Vcpus: out.sandbox.Vcpus, MemoryMB: out.sandbox.MemoryMB, NextStep: si+1 < len(task.Steps),
+		DeferEnd: true, Ends: slices.Clone(*ends),
 	}
 	var res activities.RunStepResult
 	err := routed(sctx, out.sandbox.Queue, out.sandbox.WorkerID, a.RunStep, req, &res)
+	if err == nil {
+		// Written: those that were taken go (others may have been added
+		// meanwhile by steps of other tasks).
+		*ends = slices.DeleteFunc(*ends, func(e activities.StepEnd) bool {
+			return slices.ContainsFunc(req.Ends, func(w activities.StepEnd) bool { return w.Task == e.Task && w.Step == e.Step })
+		})
+		if res.End != nil {
+			*ends = append(*ends, *res.End)
+		}
+	}
 	if wg := (*errWorkerGone)(nil); errors.As(err, &wg) {
 		res, err = activities.WorkerGone(task.Name, name, out.sandbox.Name, wg.loc.WorkerID, wg.loc.SeenAt), nil
 		out.lost = true

@@ -630,3 +630,54 @@ func TestJobRunCancelDuringSetup(t *testing.T) {
 		t.Fatalf("after the stop: setup script alive = %v, sandbox lookup %v", alive, err)
 	}
 }
+
+// A step followed by another of its task leaves its end to the next
+// step's start (activities.StepEnd); a stop that comes before the next
+// step's activity completed leaves it to FinishRun. Every entry ends as if
+// each step had written its own end.
+func TestJobRunCarriesStepEnds(t *testing.T) {
+	f := newFixture(t)
+	var mu sync.Mutex
+	var reqs []activities.RunStepInput
+	listen := func(env *testsuite.TestWorkflowEnvironment) {
+		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+			if info.ActivityType.Name != "RunStep" {
+				return
+			}
+			var in activities.RunStepInput
+			if err := args.Get(&in); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			reqs = append(reqs, in)
+			mu.Unlock()
+		})
+	}
+	res, rec := f.run(t, oneTask(t, "", "", trueStep, trueStep, trueStep), nil, listen)
+	if res.Status != run.Succeeded || timeline(rec) != "succeeded,succeeded,succeeded" {
+		t.Fatalf("status %s, timeline %s", res.Status, timeline(rec))
+	}
+	for _, e := range rec.StepTimeline {
+		if e.CompletedAt == nil || e.ExitCode == nil || e.StartedAt == nil || e.CompletedAt.Before(*e.StartedAt) {
+			t.Fatalf("entry %+v", e)
+		}
+	}
+	if len(reqs) != 3 || !reqs[0].DeferEnd || len(reqs[0].Ends) != 0 || len(reqs[1].Ends) != 1 || reqs[1].Ends[0].Step != rec.StepTimeline[0].Name ||
+		len(reqs[2].Ends) != 1 || reqs[2].Ends[0].Step != rec.StepTimeline[1].Name {
+		t.Fatalf("step requests %+v", reqs)
+	}
+
+	// Stopped while the second step runs: the first step's end, carried by
+	// the second's start, still stands, and FinishRun would have written it.
+	reqs = nil
+	res, rec = f.run(t, oneTask(t, "", "", trueStep, `exec = ["sleep", "600"]`, trueStep), nil, func(env *testsuite.TestWorkflowEnvironment) {
+		listen(env)
+		env.RegisterDelayedCallback(env.CancelWorkflow, 500*time.Millisecond)
+	})
+	if res.Status != run.Cancelled || timeline(rec) != "succeeded,cancelled,cancelled" {
+		t.Fatalf("status %s, timeline %s", res.Status, timeline(rec))
+	}
+	if e := rec.StepTimeline[0]; e.CompletedAt == nil || e.ExitCode == nil {
+		t.Fatalf("first step %+v", e)
+	}
+}
