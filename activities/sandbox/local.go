@@ -303,6 +303,15 @@ func (l *Local) create(ctx context.Context, name string, spec Spec) (Sandbox, er
 		}
 		sb.LimitsApplied["internet_enabled"] = "enforced for steps: they run in a new network namespace (loopback only); sources and setup scripts have the network"
 	}
+	if spec.SnapshotName == "" && len(spec.Sources) == 0 && len(spec.SetupScripts) == 0 {
+		// Nothing to fill: running as soon as it is recorded (one write of
+		// the state file instead of two and a read).
+		sb.State = StateRunning
+		if err := l.save(sb); err != nil {
+			return fail(err)
+		}
+		return sb, nil
+	}
 	if err := l.save(sb); err != nil {
 		return fail(err)
 	}
