@@ -515,7 +515,7 @@ func runTaskStep(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest,
 	}
 	var res activities.RunStepResult
 	err := routed(sctx, out.sandbox.Queue, out.sandbox.WorkerID, a.RunStep, req, &res)
-	if err == nil {
+	if err == nil { // the activity completed (not a gone worker's result below)
 		// Written: those that were taken go (others may have been added
 		// meanwhile by steps of other tasks).
 		*ends = slices.DeleteFunc(*ends, func(e activities.StepEnd) bool {
