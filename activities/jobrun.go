@@ -16,7 +16,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 
@@ -487,16 +486,16 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 	marked := make(chan struct{})
 	go func() {
 		defer close(marked)
-		var ends sync.WaitGroup
-		if len(in.Ends) > 0 {
-			ends.Go(func() { a.writeEnds(context.WithoutCancel(ctx), in.RunID, in.Ends) })
-		}
-		a.markStep(ctx, in, func(e *store.StepTimelineEntry) {
+		mark := func(e *store.StepTimelineEntry) {
 			e.SetOutcome(run.Outcome{Status: run.Running})
 			e.StartedAt, e.SandboxName, e.CompletedAt, e.ExitCode = &started, new(in.Sandbox), nil, nil
 			e.Attempt, e.Attempts = attempt, append(e.Attempts, store.StepAttempt{Attempt: attempt, StartedAt: started})
-		})
-		ends.Wait()
+		}
+		if len(in.Ends) > 0 {
+			a.endAndMark(context.WithoutCancel(ctx), in, mark)
+			return
+		}
+		a.markStep(ctx, in, mark)
 	}()
 	stopHB := a.heartbeat(ctx, in.Task+"/"+in.Step)
 	res, err := a.runAction(ctx, in)
@@ -567,12 +566,32 @@ func (a *Activities) markStep(ctx context.Context, in RunStepInput, change func(
 	a.updateStep(ctx, in, change)
 }
 
-// writeEnds writes earlier steps' ends (StepEnd), each as the step's end
-// would have been written by its own RunStep.
-func (a *Activities) writeEnds(ctx context.Context, runID string, ends []StepEnd) {
-	for _, end := range ends {
-		a.updateStep(ctx, RunStepInput{RunID: runID, Task: end.Task, Step: end.Step}, end.apply)
+// stepsPatcher is a store that changes several timeline entries in one
+// write (store.Store does).
+type stepsPatcher interface {
+	UpdateJobRunSteps(ctx context.Context, runID string, changes []store.StepChange) error
+}
+
+// endAndMark writes the ends a step carries (StepEnd) and the step's start
+// (mark): in one write where the store can (the ends are durable, so the
+// write is), else the ends first. Either way a reader never sees the step
+// running while one before it still is.
+func (a *Activities) endAndMark(ctx context.Context, in RunStepInput, mark func(*store.StepTimelineEntry)) {
+	if st, ok := a.Store.(stepsPatcher); ok {
+		changes := make([]store.StepChange, 0, len(in.Ends)+1)
+		for _, end := range in.Ends {
+			changes = append(changes, store.StepChange{Task: end.Task, Step: end.Step, Change: end.apply})
+		}
+		changes = append(changes, store.StepChange{Task: in.Task, Step: in.Step, Change: mark})
+		if err := st.UpdateJobRunSteps(ctx, in.RunID, changes); err != nil && a.Logger != nil {
+			a.Logger.Warn("update step timeline", slog.String("run_id", in.RunID), slog.String("error", err.Error()))
+		}
+		return
 	}
+	for _, end := range in.Ends {
+		a.updateStep(ctx, RunStepInput{RunID: in.RunID, Task: end.Task, Step: end.Step}, end.apply)
+	}
+	a.markStep(ctx, in, mark)
 }
 
 func (a *Activities) updateStep(ctx context.Context, in RunStepInput, change func(*store.StepTimelineEntry)) {

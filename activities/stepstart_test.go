@@ -2,6 +2,8 @@ package activities
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/linefactory/linefactory/manifests"
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/store/storetest"
 )
 
 // ranDriver is a sandbox driver whose commands succeed at once and say so
@@ -199,4 +202,100 @@ func (exitDriver) Get(_ context.Context, name string) (sandbox.Sandbox, error) {
 
 func (d exitDriver) Exec(context.Context, sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	return sandbox.ExecResult{ExitCode: d.code}, nil
+}
+
+// orderStore records the order of step writes.
+type orderStore struct {
+	*runStore
+	mu     sync.Mutex
+	writes []string
+}
+
+func (s *orderStore) log(kind, step string, id, task string, change func(*store.StepTimelineEntry)) error {
+	s.mu.Lock()
+	s.writes = append(s.writes, kind+" "+step)
+	s.mu.Unlock()
+	_, err := s.UpdateJobRun(context.Background(), id, func(r *store.JobRun) error {
+		for i := range r.StepTimeline {
+			if e := &r.StepTimeline[i]; e.TaskName == task && e.Name == step {
+				change(e)
+				break
+			}
+		}
+		return nil
+	})
+	return err
+}
+
+func (s *orderStore) MarkJobRunStep(_ context.Context, id, task, step string, change func(*store.StepTimelineEntry)) error {
+	return s.log("mark", step, id, task, change)
+}
+
+func (s *orderStore) UpdateJobRunStep(_ context.Context, id, task, step string, change func(*store.StepTimelineEntry)) error {
+	return s.log("update", step, id, task, change)
+}
+
+// The ends a step carries are written before its own start: a reader never
+// sees a step running while the one before it still is.
+func TestCarriedEndsWrittenBeforeTheStart(t *testing.T) {
+	st := &orderStore{runStore: &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: run.Queued}}}}
+	a := &Activities{Store: st, Sandboxes: okDriver{}, OutputDir: t.TempDir()}
+	ctx := context.Background()
+	step := manifests.Step{Exec: []string{"true"}}
+	m := manifests.JobManifest{Run: manifests.RunSection{Tasks: []manifests.Task{{Name: "t", Steps: []manifests.Step{step, step}}}}}
+	if err := a.StartRun(ctx, StartRunInput{RunID: "jr_1", Manifest: m}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.RunStep(ctx, RunStepInput{RunID: "jr_1", Task: "t", Step: "step-1", Action: step, Sandbox: "sb", NextStep: true, DeferEnd: true})
+	if err != nil || first.End == nil {
+		t.Fatalf("first step: %+v %v", first, err)
+	}
+	if _, err := a.RunStep(ctx, RunStepInput{RunID: "jr_1", Task: "t", Step: "step-2", Action: step, Sandbox: "sb", DeferEnd: true, Ends: []StepEnd{*first.End}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"mark step-1", "update step-1", "mark step-2", "update step-2"}
+	if strings.Join(st.writes, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("writes %v, want %v", st.writes, want)
+	}
+}
+
+// With the store, the carried end and the next step's start are one write
+// (store.UpdateJobRunSteps), on SQLite and PostgreSQL.
+func TestStepEndCarriedWithTheStore(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *store.Store) {
+		a := &Activities{Store: st, Sandboxes: okDriver{}, OutputDir: t.TempDir()}
+		ctx := context.Background()
+		step := manifests.Step{Exec: []string{"true"}}
+		m := manifests.JobManifest{Run: manifests.RunSection{Tasks: []manifests.Task{{Name: "t", Steps: []manifests.Step{step, step}}}}}
+		r, err := st.CreateJobRun(ctx, store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: run.Queued})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.StartRun(ctx, StartRunInput{RunID: r.ID, Manifest: m}); err != nil {
+			t.Fatal(err)
+		}
+		first, err := a.RunStep(ctx, RunStepInput{RunID: r.ID, Task: "t", Step: "step-1", Action: step, Sandbox: "sb", NextStep: true, DeferEnd: true})
+		if err != nil || first.End == nil {
+			t.Fatalf("first step: %+v %v", first, err)
+		}
+		got, err := st.GetJobRun(ctx, r.ID)
+		if err != nil || got.StepTimeline[0].Status != run.Running {
+			t.Fatalf("after the first step: %+v %v", got.StepTimeline, err)
+		}
+		if _, err := a.RunStep(ctx, RunStepInput{RunID: r.ID, Task: "t", Step: "step-2", Action: step, Sandbox: "sb", DeferEnd: true, Ends: []StepEnd{*first.End}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err = st.GetJobRun(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range got.StepTimeline {
+			if e.Status != run.Succeeded || e.CompletedAt == nil || e.StartedAt == nil || len(e.Attempts) != 1 || e.ExitCode == nil {
+				t.Fatalf("entry %+v", e)
+			}
+		}
+		if !got.StepTimeline[0].CompletedAt.Equal(first.End.CompletedAt) {
+			t.Fatalf("first step completed at %v, ended at %v", got.StepTimeline[0].CompletedAt, first.End.CompletedAt)
+		}
+	})
 }

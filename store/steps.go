@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
@@ -269,6 +270,173 @@ func (s *Store) UpdateJobRunStep(ctx context.Context, runID, task, step string, 
 			return nil
 		}
 	}
+}
+
+// StepChange is a change of one entry of a job run's step timeline, the
+// first one of Task and Step (UpdateJobRunSteps).
+type StepChange struct {
+	Task, Step string
+	Change     func(*StepTimelineEntry)
+}
+
+// maxStepChanges is how many changes one statement of UpdateJobRunSteps
+// makes (3 placeholders each).
+const maxStepChanges = 16
+
+// UpdateJobRunSteps makes several UpdateJobRunStep changes with one read of
+// their entries and one statement that rewrites them, each row only if it
+// still holds what was read (compare and swap, as UpdateJobRunStep): the
+// entries the statement changes become visible together, and on
+// PostgreSQL one commit makes them durable. An entry changed meanwhile is
+// read again and its change applied again to it; a change whose entry the
+// run lacks is skipped. Each change must only change the entry it is given.
+func (s *Store) UpdateJobRunSteps(ctx context.Context, runID string, changes []StepChange) error {
+	for len(changes) > 0 {
+		n := min(len(changes), maxStepChanges)
+		if err := s.updateJobRunSteps(ctx, runID, changes[:n]); err != nil {
+			return err
+		}
+		changes = changes[n:]
+	}
+	return nil
+}
+
+func (s *Store) updateJobRunSteps(ctx context.Context, runID string, changes []StepChange) error {
+	what := fmt.Sprintf("steps of job run %q", runID)
+	type stored struct {
+		pos   int
+		entry string
+	}
+	type rewrite struct {
+		changes  []StepChange
+		pos      int
+		old, new string
+	}
+	read := func(changes []StepChange) (map[[2]string]stored, error) {
+		q := "SELECT pos, task_name, name, entry FROM job_run_steps WHERE run_id = ? AND name IN (?" +
+			strings.Repeat(", ?", len(changes)-1) + ") ORDER BY pos"
+		args := []any{runID}
+		for _, c := range changes {
+			args = append(args, c.Step)
+		}
+		rows, err := s.queryRows(ctx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		got := map[[2]string]stored{}
+		for rows.Next() {
+			var st stored
+			var task, name string
+			if err := rows.Scan(&st.pos, &task, &name, &st.entry); err != nil {
+				return nil, err
+			}
+			if _, ok := got[[2]string{task, name}]; !ok { // the first of task and step
+				got[[2]string{task, name}] = st
+			}
+		}
+		return got, rows.Err()
+	}
+	for {
+		got, err := read(changes)
+		if err != nil {
+			return translate(err, what)
+		}
+		// One rewrite per entry, with its changes in order.
+		var rewrites []rewrite
+		at := map[[2]string]int{}
+		for _, c := range changes {
+			key := [2]string{c.Task, c.Step}
+			if i, ok := at[key]; ok {
+				rewrites[i].changes = append(rewrites[i].changes, c)
+				continue
+			}
+			if st, ok := got[key]; ok {
+				at[key] = len(rewrites)
+				rewrites = append(rewrites, rewrite{changes: []StepChange{c}, pos: st.pos, old: st.entry})
+			}
+		}
+		n := 0
+		for _, w := range rewrites {
+			var e StepTimelineEntry
+			if err := json.Unmarshal([]byte(w.old), &e); err != nil {
+				return fmt.Errorf("step %s/%s of job run %q: %w", w.changes[0].Task, w.changes[0].Step, runID, err)
+			}
+			for _, c := range w.changes {
+				c.Change(&e)
+			}
+			b, err := json.Marshal(e)
+			if err != nil {
+				return fmt.Errorf("step %s/%s of job run %q: %w", w.changes[0].Task, w.changes[0].Step, runID, err)
+			}
+			if w.new = string(b); w.new != w.old {
+				rewrites[n] = w
+				n++
+			}
+		}
+		rewrites = rewrites[:n]
+		if len(rewrites) == 0 {
+			return nil
+		}
+		// VALUES columns are column1..3 on both databases.
+		var q strings.Builder
+		q.WriteString("UPDATE job_run_steps AS s SET entry = v.column3 FROM (VALUES ")
+		args := make([]any, 0, 3*len(rewrites)+1)
+		for i, w := range rewrites {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS TEXT))")
+			args = append(args, w.pos, w.old, w.new)
+		}
+		q.WriteString(") AS v WHERE s.run_id = ? AND s.pos = v.column1 AND s.entry = v.column2 RETURNING pos")
+		done, err := s.writeReturning(ctx, q.String(), append(args, runID)...)
+		if err != nil {
+			return translate(err, what)
+		}
+		// Rows changed meanwhile are changed again from what they hold now.
+		changes = changes[:0:0]
+		for _, w := range rewrites {
+			if !done[w.pos] {
+				changes = append(changes, w.changes...)
+			}
+		}
+		if len(changes) == 0 {
+			return nil
+		}
+	}
+}
+
+// writeReturning runs a fixed statement that changes rows and returns the
+// integer its RETURNING clause gives for each row changed (on the writer,
+// as write).
+func (s *Store) writeReturning(ctx context.Context, query string, args ...any) (map[int]bool, error) {
+	db, err := s.db.DB()
+	if err != nil {
+		return nil, err
+	}
+	var rows *sql.Rows
+	if s.postgres {
+		rows, err = db.QueryContext(ctx, pgQuery(query), args...)
+	} else {
+		var stmt *sql.Stmt
+		if stmt, err = s.wstmts.prepare(ctx, db, query); err == nil {
+			rows, err = stmt.QueryContext(ctx, args...)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := map[int]bool{}
+	for rows.Next() {
+		var n int
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		got[n] = true
+	}
+	return got, rows.Err()
 }
 
 // write runs a fixed statement that changes rows (? placeholders, as

@@ -324,3 +324,104 @@ func BenchmarkJobRunStep(b *testing.B) {
 		}
 	}
 }
+
+// TestUpdateJobRunSteps: several entries changed by one write (a step's
+// start with the ends of the steps before it), each applied exactly once
+// while other writers change the same entries concurrently; a step the run
+// lacks is skipped; two tasks' entries of the same name are told apart.
+func TestUpdateJobRunSteps(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, st *store.Store) {
+		ctx := context.Background()
+		var timeline []store.StepTimelineEntry
+		for _, task := range []string{"a", "b"} {
+			for i := 0; i < 3; i++ {
+				timeline = append(timeline, store.StepTimelineEntry{Name: fmt.Sprintf("s%d", i), TaskName: task, Action: "exec", Status: "pending"})
+			}
+		}
+		r, err := st.CreateJobRun(ctx, store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: "running", StepTimeline: timeline})
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendAttempt := func(n int) func(*store.StepTimelineEntry) {
+			return func(e *store.StepTimelineEntry) { e.Attempts = append(e.Attempts, store.StepAttempt{Attempt: n}) }
+		}
+		const writers = 6
+		var wg sync.WaitGroup
+		for i := 0; i < writers; i++ {
+			wg.Add(2)
+			go func(i int) {
+				defer wg.Done()
+				err := st.UpdateJobRunSteps(ctx, r.ID, []store.StepChange{
+					{Task: "a", Step: "s0", Change: appendAttempt(i + 1)},
+					{Task: "a", Step: "s1", Change: appendAttempt(i + 1)},
+					{Task: "a", Step: "nope", Change: appendAttempt(i + 1)},
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}(i)
+			go func(i int) { // the same entries, one at a time
+				defer wg.Done()
+				if err := st.UpdateJobRunStep(ctx, r.ID, "a", "s1", appendAttempt(100+i)); err != nil {
+					t.Error(err)
+				}
+			}(i)
+		}
+		wg.Wait()
+		got, err := st.GetJobRun(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := func(e store.StepTimelineEntry) map[int]int {
+			c := map[int]int{}
+			for _, a := range e.Attempts {
+				c[a.Attempt]++
+			}
+			return c
+		}
+		for i, e := range got.StepTimeline {
+			c := count(e)
+			switch {
+			case e.TaskName == "a" && e.Name == "s0":
+				if len(e.Attempts) != writers {
+					t.Fatalf("a/s0: %d changes applied, want %d: %+v", len(e.Attempts), writers, e.Attempts)
+				}
+			case e.TaskName == "a" && e.Name == "s1":
+				if len(e.Attempts) != 2*writers {
+					t.Fatalf("a/s1: %d changes applied, want %d: %+v", len(e.Attempts), 2*writers, e.Attempts)
+				}
+			default:
+				if len(e.Attempts) != 0 {
+					t.Fatalf("entry %d (%s/%s) changed: %+v", i, e.TaskName, e.Name, e.Attempts)
+				}
+			}
+			for n, k := range c {
+				if k != 1 {
+					t.Fatalf("%s/%s: change %d applied %d times", e.TaskName, e.Name, n, k)
+				}
+			}
+		}
+		// More changes than one statement makes.
+		var many []store.StepChange
+		for _, task := range []string{"a", "b"} {
+			for i := 0; i < 3; i++ {
+				for k := 0; k < 3; k++ {
+					many = append(many, store.StepChange{Task: task, Step: fmt.Sprintf("s%d", i), Change: appendAttempt(1000 + k)})
+				}
+			}
+		}
+		if err := st.UpdateJobRunSteps(ctx, r.ID, many); err != nil {
+			t.Fatal(err)
+		}
+		got, err = st.GetJobRun(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range got.StepTimeline {
+			c := count(e)
+			if c[1000] != 1 || c[1001] != 1 || c[1002] != 1 {
+				t.Fatalf("%s/%s after 18 changes: %+v", e.TaskName, e.Name, e.Attempts)
+			}
+		}
+	})
+}
