@@ -303,94 +303,17 @@ func (s *Store) UpdateJobRunSteps(ctx context.Context, runID string, changes []S
 
 func (s *Store) updateJobRunSteps(ctx context.Context, runID string, changes []StepChange) error {
 	what := fmt.Sprintf("steps of job run %q", runID)
-	type stored struct {
-		pos   int
-		entry string
-	}
-	type rewrite struct {
-		changes  []StepChange
-		pos      int
-		old, new string
-	}
-	read := func(changes []StepChange) (map[[2]string]stored, error) {
-		q := "SELECT pos, task_name, name, entry FROM job_run_steps WHERE run_id = ? AND name IN (?" +
-			strings.Repeat(", ?", len(changes)-1) + ") ORDER BY pos"
-		args := []any{runID}
-		for _, c := range changes {
-			args = append(args, c.Step)
-		}
-		rows, err := s.queryRows(ctx, q, args...)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		got := map[[2]string]stored{}
-		for rows.Next() {
-			var st stored
-			var task, name string
-			if err := rows.Scan(&st.pos, &task, &name, &st.entry); err != nil {
-				return nil, err
-			}
-			if _, ok := got[[2]string{task, name}]; !ok { // the first of task and step
-				got[[2]string{task, name}] = st
-			}
-		}
-		return got, rows.Err()
-	}
 	for {
-		got, err := read(changes)
+		got, err := s.readStepEntries(ctx, runID, changes)
 		if err != nil {
 			return translate(err, what)
 		}
-		// One rewrite per entry, with its changes in order.
-		var rewrites []rewrite
-		at := map[[2]string]int{}
-		for _, c := range changes {
-			key := [2]string{c.Task, c.Step}
-			if i, ok := at[key]; ok {
-				rewrites[i].changes = append(rewrites[i].changes, c)
-				continue
-			}
-			if st, ok := got[key]; ok {
-				at[key] = len(rewrites)
-				rewrites = append(rewrites, rewrite{changes: []StepChange{c}, pos: st.pos, old: st.entry})
-			}
+		rewrites, err := planStepRewrites(runID, changes, got)
+		if err != nil || len(rewrites) == 0 {
+			return err
 		}
-		n := 0
-		for _, w := range rewrites {
-			var e StepTimelineEntry
-			if err := json.Unmarshal([]byte(w.old), &e); err != nil {
-				return fmt.Errorf("step %s/%s of job run %q: %w", w.changes[0].Task, w.changes[0].Step, runID, err)
-			}
-			for _, c := range w.changes {
-				c.Change(&e)
-			}
-			b, err := json.Marshal(e)
-			if err != nil {
-				return fmt.Errorf("step %s/%s of job run %q: %w", w.changes[0].Task, w.changes[0].Step, runID, err)
-			}
-			if w.new = string(b); w.new != w.old {
-				rewrites[n] = w
-				n++
-			}
-		}
-		rewrites = rewrites[:n]
-		if len(rewrites) == 0 {
-			return nil
-		}
-		// VALUES columns are column1..3 on both databases.
-		var q strings.Builder
-		q.WriteString("UPDATE job_run_steps AS s SET entry = v.column3 FROM (VALUES ")
-		args := make([]any, 0, 3*len(rewrites)+1)
-		for i, w := range rewrites {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS TEXT))")
-			args = append(args, w.pos, w.old, w.new)
-		}
-		q.WriteString(") AS v WHERE s.run_id = ? AND s.pos = v.column1 AND s.entry = v.column2 RETURNING pos")
-		done, err := s.writeReturning(ctx, q.String(), append(args, runID)...)
+		q, args := stepRewriteStatement(runID, rewrites)
+		done, err := s.writeReturning(ctx, q, args...)
 		if err != nil {
 			return translate(err, what)
 		}
@@ -405,6 +328,104 @@ func (s *Store) updateJobRunSteps(ctx context.Context, runID string, changes []S
 			return nil
 		}
 	}
+}
+
+// storedEntry is a timeline entry as stored: its position and JSON.
+type storedEntry struct {
+	pos   int
+	entry string
+}
+
+// stepRewrite is an entry's new JSON, with the changes that made it.
+type stepRewrite struct {
+	changes  []StepChange
+	pos      int
+	old, new string
+}
+
+// readStepEntries reads the entries changes name, the first of each task
+// and step, by task and step.
+func (s *Store) readStepEntries(ctx context.Context, runID string, changes []StepChange) (map[[2]string]storedEntry, error) {
+	q := "SELECT pos, task_name, name, entry FROM job_run_steps WHERE run_id = ? AND name IN (?" +
+		strings.Repeat(", ?", len(changes)-1) + ") ORDER BY pos"
+	args := []any{runID}
+	for _, c := range changes {
+		args = append(args, c.Step)
+	}
+	rows, err := s.queryRows(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := map[[2]string]storedEntry{}
+	for rows.Next() {
+		var st storedEntry
+		var task, name string
+		if err := rows.Scan(&st.pos, &task, &name, &st.entry); err != nil {
+			return nil, err
+		}
+		if _, ok := got[[2]string{task, name}]; !ok {
+			got[[2]string{task, name}] = st
+		}
+	}
+	return got, rows.Err()
+}
+
+// planStepRewrites applies changes to the entries read, all of an entry's
+// changes in order, and returns the entries they changed.
+func planStepRewrites(runID string, changes []StepChange, got map[[2]string]storedEntry) ([]stepRewrite, error) {
+	var rewrites []stepRewrite
+	at := map[[2]string]int{}
+	for _, c := range changes {
+		key := [2]string{c.Task, c.Step}
+		if i, ok := at[key]; ok {
+			rewrites[i].changes = append(rewrites[i].changes, c)
+			continue
+		}
+		if st, ok := got[key]; ok {
+			at[key] = len(rewrites)
+			rewrites = append(rewrites, stepRewrite{changes: []StepChange{c}, pos: st.pos, old: st.entry})
+		}
+	}
+	n := 0
+	for _, w := range rewrites {
+		var e StepTimelineEntry
+		err := json.Unmarshal([]byte(w.old), &e)
+		if err == nil {
+			for _, c := range w.changes {
+				c.Change(&e)
+			}
+			var b []byte
+			b, err = json.Marshal(e)
+			w.new = string(b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("step %s/%s of job run %q: %w", w.changes[0].Task, w.changes[0].Step, runID, err)
+		}
+		if w.new != w.old {
+			rewrites[n] = w
+			n++
+		}
+	}
+	return rewrites[:n], nil
+}
+
+// stepRewriteStatement is the one statement that rewrites the entries, each
+// only if it still holds what was read, returning the positions rewritten
+// (VALUES columns are column1..3 on both databases).
+func stepRewriteStatement(runID string, rewrites []stepRewrite) (string, []any) {
+	var q strings.Builder
+	q.WriteString("UPDATE job_run_steps AS s SET entry = v.column3 FROM (VALUES ")
+	args := make([]any, 0, 3*len(rewrites)+1)
+	for i, w := range rewrites {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS TEXT))")
+		args = append(args, w.pos, w.old, w.new)
+	}
+	q.WriteString(") AS v WHERE s.run_id = ? AND s.pos = v.column1 AND s.entry = v.column2 RETURNING pos")
+	return q.String(), append(args, runID)
 }
 
 // writeReturning runs a fixed statement that changes rows and returns the
