@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -480,7 +481,14 @@ func (e *benchEnv) checkTurns() {
 
 // lineThroughput: benchLines line runs at once, runs/s; bare the same.
 func (e *benchEnv) lineThroughput(where string) {
+	// CPU per line of each sample, this process's (factoryd and the bare
+	// worker both run in it, with the embedded server) and its reaped
+	// children's: steadier than the rate on a shared machine, and it says
+	// what a line costs.
+	var cpu []float64
 	many := func(start func() (string, error)) float64 {
+		c0 := processCPUMs()
+		defer func() { cpu = append(cpu, (processCPUMs()-c0)/benchLines) }()
 		t0 := time.Now()
 		var wg sync.WaitGroup
 		errs := make(chan error, benchLines)
@@ -527,8 +535,13 @@ func (e *benchEnv) lineThroughput(where string) {
 	}
 	as, bs := ab(benchSamples, lf, bare)
 	r := summarize(ratios(as, bs))
+	var lfCPU, bareCPU []float64
+	for i := 2; i+1 < len(cpu); i += 2 { // after the warm-ups, alternated as ab runs them
+		lfCPU, bareCPU = append(lfCPU, cpu[i]), append(bareCPU, cpu[i+1])
+	}
 	e.rows = append(e.rows, benchRow{measure: fmt.Sprintf("line runs/s, %d concurrent, vs bare Temporal, %s", benchLines, where),
-		now:  fmt.Sprintf("%.2f× (%.2f–%.2f); %s vs bare %s runs/s", r.med, r.lo, r.hi, summarize(as), summarize(bs)),
+		now: fmt.Sprintf("%.2f× (%.2f–%.2f); %s vs bare %s runs/s; CPU per line %s vs bare %s ms", r.med, r.lo, r.hi,
+			summarize(as), summarize(bs), summarize(lfCPU), summarize(bareCPU)),
 		goal: "≥ 0.8×", ratio: 0.8 / r.med})
 }
 
@@ -771,4 +784,14 @@ func (e *benchEnv) print() {
 		fmt.Printf("| %s | %s | %s | %.2f |\n", r.measure, r.now, r.goal, r.ratio)
 	}
 	fmt.Println()
+}
+
+// processCPUMs is the CPU time (user and system) this process and its
+// reaped children have used, in milliseconds.
+func processCPUMs() float64 {
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	ms := func(tv syscall.Timeval) float64 { return float64(tv.Sec)*1000 + float64(tv.Usec)/1000 }
+	return ms(self.Utime) + ms(self.Stime) + ms(children.Utime) + ms(children.Stime)
 }
