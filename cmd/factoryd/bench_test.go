@@ -24,8 +24,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
