@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/linefactory/linefactory/internal/cpuclock"
 )
 
 // BenchmarkExecCost measures what one command costs through Local.Exec:
@@ -28,14 +29,14 @@ func BenchmarkExecCost(b *testing.B) {
 	cpu := make([][]float64, len(cs))
 	for s := -1; s < costSamples; s++ {
 		for i, c := range cs {
-			cpu0 := cpuMs()
+			cpu0 := cpuclock.Ms()
 			ms, err := ExecCost(context.Background(), c.l, c.name, costExecs)
 			if err != nil {
 				b.Fatalf("%s: %v", c.label, err)
 			}
 			if s >= 0 { // the first round warms up
 				res[i] = append(res[i], ms)
-				cpu[i] = append(cpu[i], (cpuMs()-cpu0)/costExecs)
+				cpu[i] = append(cpu[i], (cpuclock.Ms()-cpu0)/costExecs)
 			}
 		}
 	}
@@ -83,17 +84,6 @@ func costSetups(b *testing.B) []costSetup {
 	return cs
 }
 
-// cpuMs is the CPU time (user and system) this process and its reaped
-// children have used, in milliseconds: less sensitive than wall time to
-// what else the machine runs.
-func cpuMs() float64 {
-	var self, children syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
-	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
-	ms := func(tv syscall.Timeval) float64 { return float64(tv.Sec)*1000 + float64(tv.Usec)/1000 }
-	return ms(self.Utime) + ms(self.Stime) + ms(children.Utime) + ms(children.Stime)
-}
-
 // ExecCost runs `true` n times in a sandbox and returns the mean wall time
 // of one Exec in milliseconds.
 func ExecCost(ctx context.Context, l *Local, name string, n int) (float64, error) {
@@ -133,7 +123,7 @@ func BenchmarkOnlineProvisionCost(b *testing.B) {
 	ctx := context.Background()
 	var cpu, wall []float64
 	for s := -1; s < provisionSamples; s++ {
-		cpu0, t0 := cpuMs(), time.Now()
+		cpu0, t0 := cpuclock.Ms(), time.Now()
 		for i := 0; i < provisionRuns; i++ {
 			sb, err := l.Acquire(ctx, Spec{Mode: "provision", Name: fmt.Sprintf("online-%d-%d", s+1, i), InternetEnabled: true})
 			if err != nil {
@@ -147,7 +137,7 @@ func BenchmarkOnlineProvisionCost(b *testing.B) {
 			}
 		}
 		if s >= 0 { // the first sample warms up
-			cpu = append(cpu, (cpuMs()-cpu0)/provisionRuns)
+			cpu = append(cpu, (cpuclock.Ms()-cpu0)/provisionRuns)
 			wall = append(wall, float64(time.Since(t0).Microseconds())/1000/provisionRuns)
 		}
 	}

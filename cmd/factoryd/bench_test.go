@@ -25,7 +25,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,6 +38,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/linefactory/linefactory/cmd/internal/embedded"
+	"github.com/linefactory/linefactory/internal/cpuclock"
 	"github.com/linefactory/linefactory/manifests/manifesttest"
 	"github.com/linefactory/linefactory/manifests/run"
 )
@@ -487,8 +487,8 @@ func (e *benchEnv) lineThroughput(where string) {
 	// what a line costs.
 	var cpu []float64
 	many := func(start func() (string, error)) float64 {
-		c0 := processCPUMs()
-		defer func() { cpu = append(cpu, (processCPUMs()-c0)/benchLines) }()
+		c0 := cpuclock.Ms()
+		defer func() { cpu = append(cpu, (cpuclock.Ms()-c0)/benchLines) }()
 		t0 := time.Now()
 		var wg sync.WaitGroup
 		errs := make(chan error, benchLines)
@@ -784,14 +784,4 @@ func (e *benchEnv) print() {
 		fmt.Printf("| %s | %s | %s | %.2f |\n", r.measure, r.now, r.goal, r.ratio)
 	}
 	fmt.Println()
-}
-
-// processCPUMs is the CPU time (user and system) this process and its
-// reaped children have used, in milliseconds.
-func processCPUMs() float64 {
-	var self, children syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
-	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
-	ms := func(tv syscall.Timeval) float64 { return float64(tv.Sec)*1000 + float64(tv.Usec)/1000 }
-	return ms(self.Utime) + ms(self.Stime) + ms(children.Utime) + ms(children.Stime)
 }
