@@ -432,19 +432,11 @@ func stepRewriteStatement(runID string, rewrites []stepRewrite) (string, []any) 
 // integer its RETURNING clause gives for each row changed (on the writer,
 // as write).
 func (s *Store) writeReturning(ctx context.Context, query string, args ...any) (map[int]bool, error) {
-	db, err := s.db.DB()
+	w, err := s.writer(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	var rows *sql.Rows
-	if s.postgres {
-		rows, err = db.QueryContext(ctx, pgQuery(query), args...)
-	} else {
-		var stmt *sql.Stmt
-		if stmt, err = s.wstmts.prepare(ctx, db, query); err == nil {
-			rows, err = stmt.QueryContext(ctx, args...)
-		}
-	}
+	rows, err := w.query(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -461,26 +453,51 @@ func (s *Store) writeReturning(ctx context.Context, query string, args ...any) (
 }
 
 // write runs a fixed statement that changes rows (? placeholders, as
-// queryRow's) on the writer and returns how many it changed: on SQLite
-// prepared once for the writer's connection.
+// queryRow's) on the writer and returns how many it changed.
 func (s *Store) write(ctx context.Context, query string, args ...any) (int64, error) {
-	db, err := s.db.DB()
+	w, err := s.writer(ctx, query)
 	if err != nil {
 		return 0, err
 	}
-	var res sql.Result
-	if s.postgres {
-		res, err = db.ExecContext(ctx, pgQuery(query), args...)
-	} else {
-		var stmt *sql.Stmt
-		if stmt, err = s.wstmts.prepare(ctx, db, query); err == nil {
-			res, err = stmt.ExecContext(ctx, args...)
-		}
-	}
+	res, err := w.exec(ctx, args...)
 	if err != nil {
 		return 0, err
 	}
 	return res.RowsAffected()
+}
+
+// writerStmt is a fixed statement on the writer: on SQLite prepared once
+// for the writer's connection, on PostgreSQL the query in its placeholders.
+type writerStmt struct {
+	db      *sql.DB
+	stmt    *sql.Stmt // SQLite
+	pgQuery string    // PostgreSQL
+}
+
+func (s *Store) writer(ctx context.Context, query string) (writerStmt, error) {
+	db, err := s.db.DB()
+	if err != nil {
+		return writerStmt{}, err
+	}
+	if s.postgres {
+		return writerStmt{db: db, pgQuery: pgQuery(query)}, nil
+	}
+	stmt, err := s.wstmts.prepare(ctx, db, query)
+	return writerStmt{db: db, stmt: stmt}, err
+}
+
+func (w writerStmt) exec(ctx context.Context, args ...any) (sql.Result, error) {
+	if w.stmt != nil {
+		return w.stmt.ExecContext(ctx, args...)
+	}
+	return w.db.ExecContext(ctx, w.pgQuery, args...)
+}
+
+func (w writerStmt) query(ctx context.Context, args ...any) (*sql.Rows, error) {
+	if w.stmt != nil {
+		return w.stmt.QueryContext(ctx, args...)
+	}
+	return w.db.QueryContext(ctx, w.pgQuery, args...)
 }
 
 // MarkJobRunStep is UpdateJobRunStep for a change whose loss in a database
