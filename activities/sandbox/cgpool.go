@@ -131,6 +131,23 @@ func (g *execGroup) empty() bool {
 	return true
 }
 
+// emptySoon is empty, asked again for up to about a millisecond while
+// the group still holds processes: an isolated command's PID namespace
+// ends after the bwrap process that reported the command's exit (its init
+// outlives it by that much), and a group it leaves empty by itself can run
+// the sandbox's next command like any other. Nothing is killed here.
+func (g *execGroup) emptySoon() bool {
+	for pause := 50 * time.Microsecond; ; pause *= 2 {
+		if g.empty() {
+			return true
+		}
+		if pause > 400*time.Microsecond || !g.there() {
+			return false
+		}
+		time.Sleep(pause)
+	}
+}
+
 // there tells whether each of the group's directories still exists without
 // a child group (kernfs counts a directory's links as 2 + its child
 // directories).

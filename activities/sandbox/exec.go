@@ -218,6 +218,13 @@ type running struct {
 	// (ExecRequest.NextSoon); its launcher joins the group while this one
 	// runs (startOn) or, when it could not, after it (release).
 	nextSoon bool
+	// isolated: started by bwrap, whose PID namespace ends just after it
+	// (killRest waits for that before it tells the group is not empty).
+	isolated bool
+	// ln is the launcher that started the command when its thread may
+	// start another (keepsLauncher): the group keeps it for the next
+	// command (release), else it is retired.
+	ln *launcher
 }
 
 // start starts the command in its cgroup and copies its output.
@@ -271,6 +278,7 @@ func (l *Local) startIn(sb Sandbox, p *execPlan, r *running, n *sandboxNet) erro
 		return errorf(CodeExecFailed, err, "pipe")
 	}
 	r.outR, r.errR = outR, errR
+	r.isolated = l.isolated()
 	if l.isolated() {
 		err = l.startIsolated(sb, p, r, n, outW, errW)
 	} else {
@@ -321,10 +329,18 @@ func startOn(cmd *exec.Cmd, n *sandboxNet, r *running, name string, before func(
 	if r.group != nil {
 		ln = r.group.takeLauncher() // in the group already: nothing to join
 	}
-	if ln != nil && r.nextSoon {
+	if ln != nil && ln.netns && ns == nil {
+		// A kept launcher in a network namespace: this command runs on the
+		// host's network, so it joins its groups when it starts instead.
+		ln.retire()
+		ln = nil
+	}
+	keep := ln != nil && keepsLauncher(before, nil)
+	if ln != nil && r.nextSoon && !keep {
 		// The launchers of the commands that follow join now, while this
 		// one runs (launchersAhead; joined when it ended, one held a job's
-		// second step 10 ms in half the runs).
+		// second step 10 ms in half the runs). A launcher the group keeps
+		// (release) is there for the next command without a join.
 		r.group.addLaunchers(launchersAhead)
 	}
 	var atStart func(int) error
@@ -335,9 +351,12 @@ func startOn(cmd *exec.Cmd, n *sandboxNet, r *running, name string, before func(
 	}
 	wait, err := startOnLauncher(ln, cmd, ns, before, atStart)
 	if err != nil {
-		return errorf(CodeExecFailed, err, "start %q", name)
+		return errorf(CodeExecFailed, err, "start %q", name) // ln's thread ended with the job
 	}
 	r.waitc = wait()
+	if keep {
+		r.ln = ln
+	}
 	return nil
 }
 
@@ -434,7 +453,11 @@ func (r *running) stop() error {
 // output after pipeGrace.
 func (r *running) killRest() {
 	if r.group != nil {
-		if r.emptied = r.group.empty(); !r.emptied {
+		empty := r.group.empty
+		if r.isolated {
+			empty = r.group.emptySoon
+		}
+		if r.emptied = empty(); !r.emptied {
 			r.group.kill()
 		}
 	}
@@ -478,10 +501,21 @@ func (r *running) copyOutput(stdout, stderr io.Writer) {
 func (l *Local) release(sb Sandbox, r *running) {
 	r.netDone()
 	l.track(sb.Name, r.cmd.Process.Pid, false)
+	if r.ln != nil && (r.group == nil || !r.emptied || !r.nextSoon) {
+		// Not kept: its command left something behind, or none follows
+		// soon (the sandbox's groups may go, and a thread in them with).
+		r.ln.retire()
+		r.ln = nil
+	}
 	l.cgmu.Lock()
 	defer l.cgmu.Unlock()
 	if r.group != nil && !r.emptied {
 		r.group.kill()
+	}
+	if r.ln != nil {
+		// In the group already: the next command's launcher, no join.
+		r.group.lns = append([]*launcher{r.ln}, r.group.lns...)
+		r.ln = nil
 	}
 	if r.group != nil && r.emptied {
 		if r.nextSoon && !r.group.hasLauncher() && launchersOn() {

@@ -218,32 +218,50 @@ func TestLeftSparesAreRemoved(t *testing.T) {
 
 // A command that says another follows soon leaves its group with a
 // launcher for it, and the next command starts from it (not in the freezer
-// until a pause); a command started by a launcher that says another follows
-// has the launchers of the next two join while it runs (launchersAhead);
-// the last command starts none.
+// until a pause). Without isolation that launcher's thread stays for the
+// command after (kept: the same launcher, no join), whether the sandbox is
+// online (the host's network) or offline (its thread in the sandbox's
+// namespace); with bwrap, whose start makes a mount namespace of the
+// thread's own, a command started by a launcher has the launchers of the
+// next two join while it runs (launchersAhead). The last command keeps
+// none.
 func TestNextSoonLeavesALauncher(t *testing.T) {
 	needLaunchers(t)
-	l := newLocal(t)
-	sb := acquire(t, l, Spec{Name: "steps"})
-	kept := func() *execGroup {
+	for _, c := range []struct {
+		name   string
+		driver func(*testing.T) *Local
+		online bool
+		kept   bool
+	}{{"none offline", newLocal, false, true}, {"none online", newLocal, true, true}, {"bwrap", newIsolated, false, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			l := c.driver(t)
+			sb := acquire(t, l, Spec{Name: "steps", InternetEnabled: c.online})
+			nextSoonLaunchers(t, l, sb, c.kept)
+		})
+	}
+}
+
+func nextSoonLaunchers(t *testing.T, l *Local, sb Sandbox, kept bool) {
+	group := func() *execGroup {
 		l.cgmu.Lock()
 		defer l.cgmu.Unlock()
 		if p := l.pools[sb.Name]; p != nil && len(p.free) == 1 {
 			return p.free[0]
 		}
+		if p := l.pools[sb.Name]; p != nil {
+			t.Fatalf("no group kept: %d free", len(p.free))
+		}
+		t.Fatal("no group kept: no pool")
 		return nil
 	}
-	launchers := func() int {
-		g := kept()
-		if g == nil {
-			t.Fatal("no group kept")
-		}
+	launchers := func() []*launcher {
+		g := group()
 		for _, ln := range g.lns {
 			if !ln.usable() {
 				t.Fatalf("a launcher's join failed: %v", ln.err)
 			}
 		}
-		return len(g.lns)
+		return slices.Clone(g.lns)
 	}
 	run := func(nextSoon bool) string {
 		var out bytes.Buffer
@@ -254,23 +272,39 @@ func TestNextSoonLeavesALauncher(t *testing.T) {
 	}
 	// A new driver has no spare yet: the first command joins when it starts.
 	run(true)
-	if n := launchers(); n != 1 {
-		t.Fatalf("the group the first command left has %d launchers, want 1", n)
+	first := launchers()
+	if len(first) != 1 {
+		t.Fatalf("the group the first command left has %d launchers, want 1", len(first))
 	}
-	out := run(true)
-	if got := cgroupOf(out, "pids"); !strings.HasPrefix(got, "/"+cgroupParent+"/"+sb.CgroupName+"/x") {
-		t.Fatalf("pids: %s", got)
-	}
-	if hasFreezer() {
-		if got := cgroupOf(out, "freezer"); got != "/" {
-			t.Fatalf("freezer: %s, want / (started by the launcher)", got)
+	for i := 0; i < 3; i++ {
+		out := run(true)
+		if l.isolated() {
+			// bwrap gives the command its own cgroup namespace: it sees "/"
+		} else if got := cgroupOf(out, "pids"); !strings.HasPrefix(got, "/"+cgroupParent+"/"+sb.CgroupName+"/x") {
+			t.Fatalf("pids: %s", got)
+		}
+		if hasFreezer() && !l.isolated() {
+			if got := cgroupOf(out, "freezer"); got != "/" {
+				t.Fatalf("freezer: %s, want / (started by the launcher)", got)
+			}
+		}
+		now := launchers()
+		if kept && (len(now) != 1 || now[0] != first[0]) {
+			t.Fatalf("command %d left launchers %p, want the one that started it (%p) kept", i+2, now, first[0])
+		}
+		if !kept && len(now) != launchersAhead {
+			t.Fatalf("command %d left %d launchers, want %d", i+2, len(now), launchersAhead)
 		}
 	}
-	if n := launchers(); n != launchersAhead {
-		t.Fatalf("the second command left %d launchers, want %d", n, launchersAhead)
-	}
 	run(false)
-	if n := launchers(); n != launchersAhead-1 {
-		t.Fatalf("the last command left %d launchers, want %d (none started)", n, launchersAhead-1)
+	want := launchersAhead - 1
+	if kept {
+		want = 0 // the kept one ended with the last command
+	}
+	if n := len(launchers()); n != want {
+		t.Fatalf("the last command left %d launchers, want %d", n, want)
+	}
+	if kept && !first[0].ended {
+		t.Fatal("the launcher the last command used was not retired")
 	}
 }

@@ -402,41 +402,48 @@ func startOnLauncher(ln *launcher, cmd *exec.Cmd, ns *os.File, before func() err
 	started := make(chan error, 1)
 	release := make(chan struct{})
 	waitc := make(chan error, 1)
-	run := onOwnThread
+	run := func(f func() bool) { onOwnThread(func() { f() }) }
 	if ln != nil {
-		run = func(f func()) {
+		run = func(f func() bool) {
 			if !ln.run(f) {
 				started <- errors.New("the command's launcher was retired")
 			}
 		}
 	}
-	run(func() {
+	keep := keepsLauncher(before, atStart)
+	// The job keeps the thread for another command only when it changed
+	// nothing of the thread's own and its command started.
+	run(func() bool {
 		if before != nil {
 			if err := before(); err != nil {
 				started <- err
-				return
+				return false
 			}
 		}
 		if ns != nil {
+			if ln != nil {
+				ln.netns = true // read by its owner after started
+			}
 			if err := setns(ns); err != nil {
 				started <- fmt.Errorf("join the sandbox's network namespace: %w", err)
-				return
+				return false
 			}
 		}
 		if err := cmd.Start(); err != nil {
 			started <- err
-			return
+			return false
 		}
 		if atStart != nil {
 			if err := atStart(cmd.Process.Pid); err != nil {
 				_ = cmd.Wait()
 				started <- err
-				return
+				return false
 			}
 		}
 		started <- nil
 		<-release
 		waitc <- cmd.Wait()
+		return keep
 	})
 	if err := <-started; err != nil {
 		return nil, err
@@ -446,6 +453,15 @@ func startOnLauncher(ln *launcher, cmd *exec.Cmd, ns *os.File, before func() err
 		once.Do(func() { close(release) })
 		return waitc
 	}, nil
+}
+
+// keepsLauncher tells whether a launcher's thread may start another
+// command after starting one with these: it made no mount namespace of its
+// own (before) and its command was not started traced (atStart). A thread
+// that entered a sandbox's network namespace stays in it: it starts only
+// commands that enter one too (launcher.netns).
+func keepsLauncher(before func() error, atStart func(pid int) error) bool {
+	return before == nil && atStart == nil
 }
 
 // setns moves the calling thread into the network namespace ns. The
