@@ -354,8 +354,8 @@ func (l *Local) fillSpares() {
 	}()
 }
 
-// makeSpare makes a spare group with launchers that have joined it: the
-// sandbox's first command's and, if another follows soon, its second's.
+// makeSpare makes a spare group with launchers that have joined it
+// (spareLaunchers).
 func (l *Local) makeSpare() (*spare, error) {
 	seq := strconv.FormatInt(execSeq.Add(1), 10)
 	sp := &spare{name: l.groupPrefix + spareMark + l.owner + "-" + seq}
@@ -364,13 +364,24 @@ func (l *Local) makeSpare() (*spare, error) {
 	if err != nil {
 		return sp, err
 	}
-	g.addLaunchers(launchersAhead)
+	g.addLaunchers(l.spareLaunchers())
 	for _, ln := range g.lns {
 		if !ln.usable() {
 			return sp, ln.err
 		}
 	}
 	return sp, nil
+}
+
+// spareLaunchers is how many launchers a spare carries: the sandbox's first
+// command's and, with bwrap, whose launchers start one command each, its
+// second's, in case another follows soon (without isolation the first
+// command's launcher is kept for it).
+func (l *Local) spareLaunchers() int {
+	if l.isolated() {
+		return launchersAhead
+	}
+	return 1
 }
 
 // dropSpare removes a spare group (its launcher ends first); l.cgmu is
