@@ -310,3 +310,45 @@ func nextSoonLaunchers(t *testing.T, l *Local, sb Sandbox, kept bool) {
 		t.Fatal("the launcher the last command used was not retired")
 	}
 }
+
+// A kept launcher whose thread entered a sandbox's network namespace never
+// starts a command that runs on the host's network: it is retired and the
+// command joins its groups when it starts, on the host's network.
+func TestKeptLauncherInANamespaceStartsNoHostCommand(t *testing.T) {
+	needLaunchers(t)
+	l := newLocal(t)
+	sb := acquire(t, l, Spec{Name: "hostnet", InternetEnabled: true})
+	run := func(nextSoon bool) string {
+		var out bytes.Buffer
+		if res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"readlink /proc/self/ns/net; cat /proc/self/cgroup"}, Stdout: &out, NextSoon: nextSoon}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("%+v %v", res, err)
+		}
+		return out.String()
+	}
+	run(true)
+	run(true) // started by the launcher the first left; kept
+	l.cgmu.Lock()
+	var kept *launcher
+	if p := l.pools[sb.Name]; p != nil && len(p.free) == 1 && len(p.free[0].lns) == 1 {
+		kept = p.free[0].lns[0]
+	}
+	l.cgmu.Unlock()
+	if kept == nil {
+		t.Fatal("no launcher kept")
+	}
+	kept.netns = true // as if a command it started had entered a namespace
+	out := run(true)
+	hostNet, _ := os.Readlink("/proc/self/ns/net")
+	if !strings.HasPrefix(out, hostNet+"\n") {
+		t.Fatalf("the command ran in %q, want the host's network %s", strings.SplitN(out, "\n", 2)[0], hostNet)
+	}
+	if got := cgroupOf(out, "pids"); !strings.HasPrefix(got, "/"+cgroupParent+"/"+sb.CgroupName+"/") {
+		t.Fatalf("pids: %s, want the sandbox's group", got)
+	}
+	kept.mu.Lock()
+	ended := kept.ended
+	kept.mu.Unlock()
+	if !ended {
+		t.Fatal("the launcher in a namespace was not retired")
+	}
+}
