@@ -193,6 +193,9 @@ func groupPids(dir string) []int {
 // killCgroup kills every process in dir and its children (a v2 group, or
 // the group of the v1 hierarchy in which case the freezer's twin is used to
 // stop them forking meanwhile), then removes the groups.
+// killDeadline bounds killCgroup's wait for a group to empty and go.
+const killDeadline = 5 * time.Second
+
 func killCgroup(dir string, v2 bool) {
 	// The kernel removes a group only while no process is in it and it has
 	// no child group: a group that goes at once had nothing left to kill
@@ -210,7 +213,7 @@ func killCgroup(dir string, v2 bool) {
 		freezer = filepath.Join(dir, "freezer.state")
 		_ = os.WriteFile(freezer, []byte("FROZEN"), 0o644)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(killDeadline)
 	// A killed process leaves its group within microseconds to a few
 	// milliseconds (bwrap's init outlives the command it reports on by
 	// about that): look again soon, then less often.
@@ -354,7 +357,7 @@ func freeze(sb Sandbox, state string) (bool, error) {
 		}
 		return true, err
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(killDeadline)
 	for {
 		data, err := os.ReadFile(path)
 		if err != nil {

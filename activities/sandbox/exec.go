@@ -458,6 +458,12 @@ func (r *running) killRest() {
 			empty = r.group.emptySoon
 		}
 		if r.emptied = empty(); !r.emptied {
+			if r.ln != nil {
+				// Its thread is in the group, which cannot be removed while
+				// it is: it ends as soon as its command is reaped (it may
+				// not be yet: a stop's kill), not kept.
+				r.ln.end()
+			}
 			r.group.kill()
 		}
 	}

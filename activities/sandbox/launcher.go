@@ -114,13 +114,19 @@ func (ln *launcher) run(f func() bool) bool {
 // retire ends the launcher's thread, once its job (if any) has returned,
 // and waits for its goroutine.
 func (ln *launcher) retire() {
+	ln.end()
+	<-ln.gone
+}
+
+// end has the launcher's thread end once its job (if any) has returned,
+// without waiting for it.
+func (ln *launcher) end() {
 	ln.mu.Lock()
+	defer ln.mu.Unlock()
 	if !ln.ended {
 		ln.ended = true
 		close(ln.jobs)
 	}
-	ln.mu.Unlock()
-	<-ln.gone
 }
 
 // launcherDirs are the group's directories a launcher enters: all but the

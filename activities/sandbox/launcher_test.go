@@ -352,3 +352,50 @@ func TestKeptLauncherInANamespaceStartsNoHostCommand(t *testing.T) {
 		t.Fatal("the launcher in a namespace was not retired")
 	}
 }
+
+// A command started by a kept launcher that leaves a process behind has
+// its group killed and removed at once: the launcher's thread, in the
+// group, ends with the command instead of holding the group (whose removal
+// then waited out killDeadline in each hierarchy before the step could
+// end).
+func TestKeptLauncherLeavesWithAKilledGroup(t *testing.T) {
+	needLaunchers(t)
+	l := newLocal(t)
+	sb := acquire(t, l, Spec{Name: "leftover", InternetEnabled: true})
+	exec := func(cmd string) ExecResult {
+		res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{cmd}, NextSoon: true})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%+v %v", res, err)
+		}
+		return res
+	}
+	exec("true")
+	exec("true") // started by the launcher the first left; kept
+	l.cgmu.Lock()
+	var g *execGroup
+	if p := l.pools[sb.Name]; p != nil && len(p.free) == 1 && len(p.free[0].lns) == 1 {
+		g = p.free[0]
+	}
+	l.cgmu.Unlock()
+	if g == nil {
+		t.Fatal("no group with a kept launcher")
+	}
+	kept, dirs := g.lns[0], slices.Clone(g.dirs)
+	// Leaves its sleep: the group is killed. The step's end waited out the
+	// group's removal while the thread was in it (not a speed bound: the
+	// removal's deadline, which no kill of a sleep approaches).
+	if res := exec("sleep 100 & echo left"); res.Duration >= killDeadline {
+		t.Errorf("the step took %v: its group's removal waited out its deadline", res.Duration)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("the killed group %s is still there (%v)", d, err)
+		}
+	}
+	kept.mu.Lock()
+	ended := kept.ended
+	kept.mu.Unlock()
+	if !ended {
+		t.Error("the launcher of a command whose group was killed was kept")
+	}
+}
