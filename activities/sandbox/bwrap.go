@@ -122,9 +122,31 @@ func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs, st *stage) ([]st
 	return args, nil
 }
 
-// startIsolated starts a command under bwrap, in its cgroup from the
-// first instruction and in the network namespace n.
+// startIsolated starts an isolated command in its cgroup from the first
+// instruction and in the network namespace n: in the sandbox's holder when
+// it has one for the command's mounts (holder.go), else under a bwrap of
+// its own, and then, when another command follows soon, a holder is made.
 func (l *Local) startIsolated(sb Sandbox, p *execPlan, r *running, n *sandboxNet, stdout, stderr *os.File) error {
+	key := l.holderKey(sb, p, r)
+	if h := l.holderFor(sb, key); h != nil {
+		if err := l.startEntered(p, r, h, n, stdout, stderr); err != nil {
+			h.release()
+			return err
+		}
+		r.holder = h
+		return nil
+	}
+	if err := l.startBwrap(sb, p, r, n, stdout, stderr); err != nil {
+		return err
+	}
+	if key != "" && r.nextSoon {
+		l.makeHolder(sb, p, n, key)
+	}
+	return nil
+}
+
+// startBwrap starts a command under a bwrap of its own.
+func (l *Local) startBwrap(sb Sandbox, p *execPlan, r *running, n *sandboxNet, stdout, stderr *os.File) error {
 	fds := &fdArgs{}
 	defer fds.done()
 	st := &stage{}

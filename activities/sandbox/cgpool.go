@@ -89,6 +89,7 @@ func (l *Local) putGroup(sb Sandbox, g *execGroup) {
 // dropGroupsLocked removes the sandbox's kept command groups and then its
 // own groups unless a command is in them (removeIfIdle); l.cgmu is held.
 func (l *Local) dropGroupsLocked(sb Sandbox) {
+	l.dropHolder(sb.Name) // its group is in the sandbox's
 	if p := l.pools[sb.Name]; p != nil {
 		if p.timer != nil {
 			p.timer.Stop()
@@ -112,6 +113,17 @@ func (l *Local) ReleaseGroups() {
 		if !l.busy(name) {
 			l.dropGroupsLocked(p.sb)
 		}
+	}
+	l.hmu.Lock()
+	idle := []string{}
+	for name := range l.holders {
+		if !l.busy(name) {
+			idle = append(idle, name)
+		}
+	}
+	l.hmu.Unlock()
+	for _, name := range idle {
+		l.dropHolder(name)
 	}
 }
 

@@ -225,6 +225,10 @@ type running struct {
 	// start another (keepsLauncher): the group keeps it for the next
 	// command (release), else it is retired.
 	ln *launcher
+	// entered: started by nsenter in holder's namespaces (holder.go),
+	// whose descriptors it holds until it ends.
+	entered bool
+	holder  *holder
 }
 
 // start starts the command in its cgroup and copies its output.
@@ -349,7 +353,7 @@ func startOn(cmd *exec.Cmd, n *sandboxNet, r *running, name string, before func(
 		files := r.group.procsFiles()
 		atStart = func(pid int) error { return joinAtExec(pid, files) }
 	}
-	wait, err := startOnLauncher(ln, cmd, ns, before, atStart)
+	wait, err := startOnLauncher(ln, cmd, ns, before, atStart, r.entered)
 	if err != nil {
 		return errorf(CodeExecFailed, err, "start %q", name) // ln's thread ended with the job
 	}
@@ -405,6 +409,10 @@ func (r *running) wait(ctx context.Context, timeout time.Duration) (ExecResult, 
 	case <-tick:
 		waitErr = r.stop()
 		res.TimedOut = true
+	}
+	if r.holder != nil { // reaped: its nsenter opened what it entered long ago
+		r.holder.release()
+		r.holder = nil
 	}
 	r.killRest()
 	res.Duration = time.Since(r.start)

@@ -265,9 +265,19 @@ func nextSoonLaunchers(t *testing.T, l *Local, sb Sandbox, kept bool) {
 		}
 		return slices.Clone(g.lns)
 	}
+	var readOnly []string
+	if l.isolated() {
+		// A host file seen read-only: every command a bwrap of its own,
+		// never the sandbox's holder (holder.go), whose commands keep
+		// their launcher as without isolation (TestHolderCommandsKeepTheirLauncher).
+		readOnly = []string{filepath.Join(t.TempDir(), "ro")}
+		if err := os.WriteFile(readOnly[0], nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	run := func(nextSoon bool) string {
 		var out bytes.Buffer
-		if res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"cat", "/proc/self/cgroup"}, Stdout: &out, NextSoon: nextSoon}); err != nil || res.ExitCode != 0 {
+		if res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"cat", "/proc/self/cgroup"}, Stdout: &out, NextSoon: nextSoon, ReadOnly: readOnly}); err != nil || res.ExitCode != 0 {
 			t.Fatalf("%+v %v", res, err)
 		}
 		return out.String()

@@ -57,6 +57,10 @@ type Local struct {
 	states map[string]stateEntry // sandbox name → its state file as last read or written (statecache.go)
 	active map[string]time.Time  // sandbox name → when its last command ended (statecache.go)
 
+	hmu     sync.Mutex         // after cgmu when both are held
+	holders map[string]*holder // sandbox name → its kept namespaces (holder.go); hmu
+	holding map[string]bool    // sandboxes whose holder is being made; hmu
+
 	netmu sync.Mutex
 	nets  map[string]*netEntry // sandbox name → its commands' network namespace
 
@@ -93,7 +97,7 @@ func NewLocalWith(dir string, o Options) (*Local, error) {
 	}
 	_ = os.Chmod(abs, 0o700)
 	sum := sha256.Sum256([]byte(abs))
-	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, building: map[string]bool{}, nets: map[string]*netEntry{}, states: map[string]stateEntry{}, active: map[string]time.Time{}, pools: map[string]*groupPool{},
+	return &Local{root: abs, Now: time.Now, groups: map[string]map[int]bool{}, building: map[string]bool{}, nets: map[string]*netEntry{}, states: map[string]stateEntry{}, active: map[string]time.Time{}, pools: map[string]*groupPool{}, holders: map[string]*holder{}, holding: map[string]bool{},
 		groupPrefix: hex.EncodeToString(sum[:4]), owner: processID(os.Getpid()), isolation: o.Isolation}, nil
 }
 

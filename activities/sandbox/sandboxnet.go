@@ -393,12 +393,15 @@ func (l *Local) Close() {
 // startOnThread's, the command reaped. before, if not nil, runs on that
 // thread first (stage.mount); its error is startOnThread's.
 func startOnThread(cmd *exec.Cmd, ns *os.File, before func() error, atStart func(pid int) error) (wait func() <-chan error, err error) {
-	return startOnLauncher(nil, cmd, ns, before, atStart)
+	return startOnLauncher(nil, cmd, ns, before, atStart, false)
 }
 
 // startOnLauncher is startOnThread on ln's thread (launcher.go), or on a
-// thread of its own when ln is nil.
-func startOnLauncher(ln *launcher, cmd *exec.Cmd, ns *os.File, before func() error, atStart func(pid int) error) (wait func() <-chan error, err error) {
+// thread of its own when ln is nil. With nnp the thread first sets
+// no-new-privileges, which its children inherit: for good (a launcher's
+// thread starts only sandbox commands, which all run with it; a thread of
+// its own ends with its command).
+func startOnLauncher(ln *launcher, cmd *exec.Cmd, ns *os.File, before func() error, atStart func(pid int) error, nnp bool) (wait func() <-chan error, err error) {
 	started := make(chan error, 1)
 	release := make(chan struct{})
 	waitc := make(chan error, 1)
@@ -417,6 +420,12 @@ func startOnLauncher(ln *launcher, cmd *exec.Cmd, ns *os.File, before func() err
 		if before != nil {
 			if err := before(); err != nil {
 				started <- err
+				return false
+			}
+		}
+		if nnp {
+			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+				started <- fmt.Errorf("set no-new-privileges: %w", err)
 				return false
 			}
 		}

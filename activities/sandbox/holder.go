@@ -1,0 +1,337 @@
+package sandbox
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Namespaces kept between a sandbox's commands (isolation bwrap). Starting
+// bwrap (its user namespace, mounts, PID namespace) is most of an isolated
+// command's cost: about 5 ms of a `true` that otherwise takes 1.5. When a
+// command is told another follows soon (ExecRequest.NextSoon: a job's
+// next step), a holder is made beside it: a bwrap with the same mounts
+// whose command only waits (sh, then sleep), in a cgroup of the sandbox's
+// of its own. The sandbox's next commands with the same mounts enter the
+// holder's user, mount, PID, IPC, UTS and cgroup namespaces with nsenter
+// (started by factoryd, as root, from the command's cgroup and network
+// namespace, which it keeps) as the step's user, with no capability and
+// no-new-privileges, instead of starting a bwrap each. The namespaces are
+// those the holder had when it was ready, held open by factoryd: what a
+// step does to the holder (it runs as the step's user) cannot change
+// where a later command goes; a holder that ended is not used again.
+//
+// A command whose mounts differ (read-only files, other binds, service
+// sockets: agent steps and steps with services) starts a bwrap of its own
+// as before. The holder ends with the sandbox's kept groups (cgroupLinger
+// after its last command, at once on Delete).
+
+// holder is a sandbox's kept namespaces; l.hmu guards l.holders.
+type holder struct {
+	key  string
+	root fileID // the workspace directory it binds, as it was
+	r    *running
+	// ns are the holder's namespaces, opened when it was ready; closed once
+	// it ended and no command is starting with them (refs).
+	ns    []*os.File
+	done  chan struct{} // closed when its bwrap was reaped
+	mu    sync.Mutex
+	refs  int
+	ended bool
+}
+
+// holderNamespaces are the namespaces a command enters, as nsenter's
+// options and /proc/<pid>/ns names.
+var holderNamespaces = [][2]string{{"--user", "user"}, {"--mount", "mnt"}, {"--pid", "pid"},
+	{"--ipc", "ipc"}, {"--uts", "uts"}, {"--cgroup", "cgroup"}}
+
+// holderReady bounds how long a holder may take to start.
+const holderReady = 5 * time.Second
+
+type fileID struct{ dev, ino uint64 }
+
+func idOf(path string) (fileID, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fileID{}, false
+	}
+	return fileID{dev: st.Dev, ino: st.Ino}, true
+}
+
+// nsenterPath is util-linux's nsenter when it can set the working
+// directory inside the namespaces (--wdns, 2.38), else "": no holders.
+var nsenterPath = sync.OnceValue(func() string {
+	path, err := exec.LookPath("nsenter")
+	if err != nil {
+		return ""
+	}
+	out, _ := exec.Command(path, "--help").CombinedOutput()
+	if !strings.Contains(string(out), "--wdns") {
+		return ""
+	}
+	return path
+})
+
+// holderKey is what a command's mounts are made from, or "" when the
+// command cannot enter a holder: it reads host files, binds other
+// directories or reaches services, or runs without cgroups (whatever it
+// left behind would outlive it in the holder's PID namespace), or the
+// host has no suitable nsenter.
+func (l *Local) holderKey(sb Sandbox, p *execPlan, r *running) string {
+	if !l.isolated() || r.group == nil || len(p.readOnly) > 0 || len(p.binds) > 1 || len(p.sockets) > 0 || p.services > 0 || nsenterPath() == "" {
+		return ""
+	}
+	if len(p.binds) == 1 && p.binds[0] != [2]string{sb.Root, insideRoot} {
+		return ""
+	}
+	h := sha256.New()
+	for _, s := range []string{strconv.Itoa(p.uid), string(p.passwd), string(p.group), sb.Root, l.tmpDir(sb.Name)} {
+		fmt.Fprintf(h, "%d:%s;", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// holderFor returns the sandbox's live holder for key, referenced (the
+// caller releases it), or nil.
+func (l *Local) holderFor(sb Sandbox, key string) *holder {
+	if key == "" {
+		return nil
+	}
+	l.hmu.Lock()
+	h := l.holders[sb.Name]
+	l.hmu.Unlock()
+	if h == nil || h.key != key {
+		return nil
+	}
+	if id, ok := idOf(sb.Root); !ok || id != h.root {
+		l.endHolder(sb.Name, h) // the workspace was replaced: its bind is stale
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return nil
+	}
+	h.refs++
+	return h
+}
+
+// release drops a command's reference; the last one after the holder
+// ended closes its namespaces.
+func (h *holder) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refs--
+	h.closeIfDone()
+}
+
+// closeIfDone closes the namespaces once the holder ended and no command
+// uses their descriptors' numbers; h.mu is held.
+func (h *holder) closeIfDone() {
+	if !h.ended || h.refs > 0 {
+		return
+	}
+	for _, f := range h.ns {
+		f.Close()
+	}
+	h.ns = nil
+}
+
+// startEntered starts a command in h's namespaces: nsenter, as root, opens
+// them from this process's descriptors (/proc/<pid>/fd/<n>, which a step
+// cannot reach), becomes the step's user (its capabilities gone with its
+// root) in the command's working directory, and forks the command into the
+// PID namespace. It runs in the command's cgroup and network namespace as
+// bwrap would, in a session of its own, with no-new-privileges.
+func (l *Local) startEntered(p *execPlan, r *running, h *holder, n *sandboxNet, stdout, stderr *os.File) error {
+	nsenter := nsenterPath()
+	self := os.Getpid()
+	argv := []string{nsenter}
+	for i, ns := range holderNamespaces {
+		argv = append(argv, fmt.Sprintf("%s=/proc/%d/fd/%d", ns[0], self, h.ns[i].Fd()))
+	}
+	id := strconv.Itoa(p.uid)
+	argv = append(argv, "--setuid="+id, "--setgid="+id, "--wdns="+p.insideDir, "--")
+	argv = append(argv, p.argv...)
+	path := nsenter
+	if r.group != nil && !r.group.v2 && !r.group.hasLauncher() && !traceJoin(r.group) {
+		argv, path = shim(r.group.procsFiles(), argv), "/bin/sh"
+	}
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: "/", Env: p.env, Stdout: stdout, Stderr: stderr,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}}
+	closeFD, err := useCgroupFD(cmd, r.group)
+	if err != nil {
+		return errorf(CodeExecFailed, err, "open the command's cgroup")
+	}
+	defer closeFD()
+	r.cmd = cmd
+	r.entered = true
+	return startOn(cmd, n, r, p.argv[0], nil)
+}
+
+// makeHolder starts a holder for the sandbox's commands with p's mounts
+// in the background, unless it has one; the commands that come before it
+// is ready start their own bwrap.
+func (l *Local) makeHolder(sb Sandbox, p *execPlan, n *sandboxNet, key string) {
+	l.hmu.Lock()
+	if l.holders[sb.Name] != nil || l.holding[sb.Name] {
+		l.hmu.Unlock()
+		return
+	}
+	l.holding[sb.Name] = true
+	l.hmu.Unlock()
+	hp := *p
+	hp.argv = []string{"/bin/sh", "-c", "echo; exec sleep infinity"}
+	go func() {
+		h, err := l.startHolder(sb, &hp, n, key)
+		// Kept only while the sandbox keeps its groups: one made after
+		// they were dropped (its last command ended, or Delete) would
+		// outlive them. l.cgmu before l.hmu, as dropGroupsLocked takes them.
+		l.cgmu.Lock()
+		l.hmu.Lock()
+		delete(l.holding, sb.Name)
+		kept := err == nil && l.holders[sb.Name] == nil && (l.pools[sb.Name] != nil || l.busy(sb.Name))
+		if kept {
+			l.holders[sb.Name] = h
+		}
+		l.hmu.Unlock()
+		l.cgmu.Unlock()
+		if err == nil && !kept {
+			l.endHolder(sb.Name, h)
+		}
+	}()
+}
+
+// startHolder starts a holder and waits until its command runs (its
+// mounts are made), then opens its namespaces.
+func (l *Local) startHolder(sb Sandbox, p *execPlan, n *sandboxNet, key string) (*holder, error) {
+	root, ok := idOf(sb.Root)
+	if !ok {
+		return nil, errors.New("no workspace")
+	}
+	l.cgmu.Lock()
+	g, err := makeExecGroup(sb, "h"+l.owner+"-"+strconv.FormatInt(execSeq.Add(1), 10))
+	l.cgmu.Unlock()
+	if err != nil {
+		g.kill()
+		return nil, err
+	}
+	r := &running{start: time.Now(), netDone: func() {}, isolated: true}
+	if len(g.dirs) > 0 {
+		r.group = g
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		g.kill()
+		return nil, err
+	}
+	defer outR.Close()
+	err = l.startBwrap(sb, p, r, n, outW, nil)
+	outW.Close()
+	if err != nil {
+		g.kill()
+		return nil, err
+	}
+	h := &holder{key: key, root: root, r: r, done: make(chan struct{})}
+	go func() { // it ends killed with the sandbox's groups, or by a step
+		<-r.waitc
+		close(h.done)
+		l.endHolder(sb.Name, h)
+	}()
+	ready := make(chan error, 1)
+	go func() {
+		_, err := bufio.NewReader(outR).ReadString('\n')
+		ready <- err
+	}()
+	select {
+	case err = <-ready:
+	case <-h.done:
+		err = errors.New("ended")
+	case <-time.After(holderReady):
+		err = errors.New("not ready in time")
+	}
+	if err == nil {
+		h.ns, err = openNamespaces(r.cmd.Process.Pid)
+	}
+	if err != nil {
+		l.endHolder(sb.Name, h)
+		return nil, fmt.Errorf("holder: %w", err)
+	}
+	return h, nil
+}
+
+// openNamespaces opens the namespaces of the innermost process under pid
+// (bwrap's: its PID namespace's init, then the holder's command).
+func openNamespaces(pid int) ([]*os.File, error) {
+	leaf := pid
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", leaf, leaf))
+		if err != nil {
+			return nil, err
+		}
+		kids := strings.Fields(string(b))
+		if len(kids) == 0 {
+			break
+		}
+		if leaf, err = strconv.Atoi(kids[0]); err != nil {
+			return nil, err
+		}
+	}
+	if leaf == pid {
+		return nil, errors.New("bwrap has no child")
+	}
+	var files []*os.File
+	for _, ns := range holderNamespaces {
+		f, err := os.Open(filepath.Join("/proc", strconv.Itoa(leaf), "ns", ns[1]))
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// endHolder ends h and, when it is the sandbox's, forgets it. Safe to call
+// more than once.
+func (l *Local) endHolder(name string, h *holder) {
+	l.hmu.Lock()
+	if l.holders[name] == h {
+		delete(l.holders, name)
+	}
+	l.hmu.Unlock()
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return
+	}
+	h.ended = true
+	h.closeIfDone()
+	h.mu.Unlock()
+	if h.r.group != nil {
+		h.r.group.kill()
+	}
+	_ = syscall.Kill(-h.r.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// dropHolder ends the sandbox's holder, if any.
+func (l *Local) dropHolder(name string) {
+	l.hmu.Lock()
+	h := l.holders[name]
+	l.hmu.Unlock()
+	if h != nil {
+		l.endHolder(name, h)
+	}
+}

@@ -1,0 +1,262 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// holderOf waits until the sandbox has a holder (made beside a command
+// told another follows) and returns it.
+func holderOf(t *testing.T, l *Local, name string) *holder {
+	t.Helper()
+	for deadline := time.Now().Add(holderReady + time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		l.hmu.Lock()
+		h := l.holders[name]
+		l.hmu.Unlock()
+		if h != nil {
+			return h
+		}
+	}
+	t.Fatal("no holder was made")
+	return nil
+}
+
+// nsIDs are a holder's namespaces as /proc/<pid>/ns links read them.
+func (h *holder) nsIDs(t *testing.T) []string {
+	var ids []string
+	for i, ns := range holderNamespaces {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(h.ns[i].Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, fmt.Sprintf("%s:[%d]", ns[1], st.Ino))
+	}
+	return ids
+}
+
+// probe is what a command sees of itself: its namespaces, identity,
+// capabilities, directory, host name, descriptors and processes.
+const probe = `for n in user mnt pid ipc uts cgroup; do readlink /proc/self/ns/$n; done
+grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs):' /proc/self/status | tr -s '\t ' ' '
+pwd; hostname; ls /proc/self/fd | wc -l
+touch /usr/x 2>/dev/null && echo usr-writable; touch /workspace/w && echo workspace-writable`
+
+func runProbe(t *testing.T, l *Local, sb Sandbox, req ExecRequest) []string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	req.Sandbox, req.Argv, req.Stdout, req.Stderr = sb.Name, []string{"sh", "-c", probe}, &out, &errb
+	if res, err := l.Exec(context.Background(), req); err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v: %s", res, err, errb.String())
+	}
+	return strings.Split(strings.TrimSpace(out.String()), "\n")
+}
+
+func TestHolderRunsTheNextCommandsInItsNamespaces(t *testing.T) {
+	needLaunchers(t)
+	for _, online := range []bool{false, true} {
+		t.Run(fmt.Sprintf("online %v", online), func(t *testing.T) {
+			l := newIsolated(t)
+			sb := acquire(t, l, Spec{Name: "steps", InternetEnabled: online})
+			own := runProbe(t, l, sb, ExecRequest{NextSoon: true}) // a bwrap of its own
+			h := holderOf(t, l, sb.Name)
+			ids := h.nsIDs(t)
+			for i := 0; i < 3; i++ {
+				got := runProbe(t, l, sb, ExecRequest{NextSoon: i < 2})
+				if strings.Join(got[:6], " ") != strings.Join(ids, " ") {
+					t.Fatalf("command %d ran in %v, want the holder's %v", i, got[:6], ids)
+				}
+				// As under a bwrap of its own: the step's user, no
+				// capability, no-new-privileges, /workspace, a read-only
+				// system, no descriptor but its three (and ls's own).
+				for j := 6; j < len(own); j++ {
+					want := own[j]
+					if strings.HasPrefix(want, "NoNewPrivs") {
+						want = "NoNewPrivs: 1"
+					}
+					if got[j] != want {
+						t.Fatalf("command %d line %d: %q, a bwrap of its own %q", i, j, got[j], want)
+					}
+				}
+			}
+			if strings.Join(own[:6], " ") == strings.Join(ids, " ") {
+				t.Fatal("the first command ran in the holder's namespaces")
+			}
+			if !strings.Contains(strings.Join(own, "\n"), "CapEff: 0000000000000000") || !strings.Contains(strings.Join(own, "\n"), "workspace-writable") || strings.Contains(strings.Join(own, "\n"), "usr-writable") {
+				t.Fatalf("a bwrap of its own: %q", own)
+			}
+		})
+	}
+}
+
+func TestHolderCommandsExitAndLeaveNothing(t *testing.T) {
+	needLaunchers(t)
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "steps"})
+	run := func(script string) (ExecResult, string) {
+		var out bytes.Buffer
+		res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"sh", "-c", script}, Stdout: &out, Stderr: &out, NextSoon: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, out.String()
+	}
+	run("true")
+	h := holderOf(t, l, sb.Name)
+	if res, _ := run("exit 7"); res.ExitCode != 7 {
+		t.Fatalf("exit 7: %+v", res)
+	}
+	if res, _ := run("kill -9 $$"); res.ExitCode != 137 {
+		t.Fatalf("kill -9: %+v", res)
+	}
+	// A process left behind is killed with the command's group: the next
+	// command sees only the holder's (bwrap's init, sh's sleep) and its own.
+	if res, _ := run("sleep 300 & echo started"); res.ExitCode != 0 {
+		t.Fatalf("background: %+v", res)
+	}
+	_, ps := run(`for p in /proc/[0-9]*; do cat $p/comm; done | sort | tr '\n' ' '`)
+	if strings.Count(ps, "sleep") != 1 {
+		t.Fatalf("processes seen: %q, want one sleep (the holder's)", ps)
+	}
+	l.hmu.Lock()
+	same := l.holders[sb.Name] == h
+	l.hmu.Unlock()
+	if !same {
+		t.Fatal("the holder changed")
+	}
+	// A timeout stops an entered command too.
+	res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond, NextSoon: true})
+	if err != nil || !res.TimedOut {
+		t.Fatalf("timeout: %+v %v", res, err)
+	}
+}
+
+func TestHolderKilledByAStepIsNotUsed(t *testing.T) {
+	needLaunchers(t)
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "steps"})
+	runProbe(t, l, sb, ExecRequest{NextSoon: true})
+	h := holderOf(t, l, sb.Name)
+	old := strings.Join(h.nsIDs(t), " ")
+	// The step runs as the holder's user: it can end it (and with it the
+	// PID namespace, itself included: exit 137), not make it lead a later
+	// command elsewhere. The next commands still run.
+	if _, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"sh", "-c", "kill -9 2; sleep 5"}, NextSoon: true}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the holder did not end")
+	}
+	for i := 0; i < 5; i++ {
+		got := runProbe(t, l, sb, ExecRequest{NextSoon: true})
+		if strings.Join(got[:6], " ") == old {
+			t.Fatalf("command %d ran in the ended holder's namespaces", i)
+		}
+	}
+	if h2 := holderOf(t, l, sb.Name); h2 == h {
+		t.Fatal("the ended holder is still the sandbox's")
+	}
+}
+
+func TestHolderEndsWithTheSandboxsGroups(t *testing.T) {
+	needLaunchers(t)
+	l := newIsolated(t)
+	for _, del := range []bool{true, false} {
+		sb := acquire(t, l, Spec{Name: fmt.Sprintf("steps-%v", del)})
+		runProbe(t, l, sb, ExecRequest{NextSoon: true})
+		h := holderOf(t, l, sb.Name)
+		dirs := h.r.group.dirs
+		if del {
+			if err := l.Delete(context.Background(), sb.Name); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			runProbe(t, l, sb, ExecRequest{}) // the last: the groups linger, then go
+		}
+		select {
+		case <-h.done:
+		case <-time.After(cgroupLinger + 5*time.Second):
+			t.Fatalf("delete %v: the holder did not end", del)
+		}
+		// Removed by whatever ended it (Delete, or the groups' removal
+		// after cgroupLinger), which the holder's end does not wait for.
+		for deadline := time.Now().Add(killDeadline); ; time.Sleep(10 * time.Millisecond) {
+			left := ""
+			for _, d := range dirs {
+				if _, err := os.Stat(d); err == nil {
+					left = d
+				}
+			}
+			l.hmu.Lock()
+			n := len(l.holders)
+			l.hmu.Unlock()
+			if left == "" && n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("delete %v: the holder's group %q is left, %d holders kept", del, left, n)
+			}
+		}
+	}
+}
+
+func TestCommandsWithOtherMountsStartTheirOwnBwrap(t *testing.T) {
+	needLaunchers(t)
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "steps"})
+	runProbe(t, l, sb, ExecRequest{NextSoon: true})
+	ids := strings.Join(holderOf(t, l, sb.Name).nsIDs(t), " ")
+	file := filepath.Join(t.TempDir(), "harness.sh")
+	if err := os.WriteFile(file, []byte("echo hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, req := range map[string]ExecRequest{"read-only file": {ReadOnly: []string{file}, NextSoon: true}, "another user": {User: "4242", NextSoon: true}} {
+		if got := runProbe(t, l, sb, req); strings.Join(got[:6], " ") == ids {
+			t.Fatalf("%s: ran in the holder's namespaces", name)
+		}
+	}
+}
+
+// Commands entered in the holder change nothing of their launcher's thread
+// but its no-new-privileges: the group keeps it for the next command, as
+// without isolation, and retires it after the last.
+func TestHolderCommandsKeepTheirLauncher(t *testing.T) {
+	needLaunchers(t)
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "steps"})
+	runProbe(t, l, sb, ExecRequest{NextSoon: true})
+	holderOf(t, l, sb.Name)
+	kept := func() []*launcher {
+		l.cgmu.Lock()
+		defer l.cgmu.Unlock()
+		p := l.pools[sb.Name]
+		if p == nil || len(p.free) != 1 {
+			t.Fatal("no group kept")
+		}
+		return slices.Clone(p.free[0].lns)
+	}
+	runProbe(t, l, sb, ExecRequest{NextSoon: true})
+	first := kept()
+	if len(first) != 1 {
+		t.Fatalf("%d launchers kept, want 1", len(first))
+	}
+	for i := 0; i < 3; i++ {
+		runProbe(t, l, sb, ExecRequest{NextSoon: true})
+		if now := kept(); len(now) != 1 || now[0] != first[0] {
+			t.Fatalf("command %d: launchers %p, want the one kept (%p)", i, now, first[0])
+		}
+	}
+	runProbe(t, l, sb, ExecRequest{})
+	if n := len(kept()); n != 0 || !first[0].ended {
+		t.Fatalf("after the last command: %d launchers, the kept one ended %v", n, first[0].ended)
+	}
+}
