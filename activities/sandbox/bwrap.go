@@ -163,15 +163,21 @@ func (l *Local) startBwrap(sb Sandbox, p *execPlan, r *running, n *sandboxNet, s
 	host := uint32(sb.HostUID)
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL,
 		Credential: &syscall.Credential{Uid: host, Gid: host}} // no supplementary groups
+	env := p.env
 	if r.group != nil && !r.group.v2 && !r.group.hasLauncher() && !traceJoin(r.group) {
 		// The shim writes into root's cgroup files, so it runs as root
-		// and setpriv makes it the host user before bwrap.
+		// and setpriv makes it the host user before bwrap. Both get none of
+		// the step's variables (LD_PRELOAD would choose what a root process
+		// loads, the sandbox's own files included): env sets them for bwrap
+		// once setpriv made it the host user.
 		id := strconv.Itoa(sb.HostUID)
-		argv = append([]string{"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", "--inh-caps=-all",
-			"--bounding-set=-all", "--no-new-privs", "--"}, argv...)
+		priv := []string{"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", "--inh-caps=-all",
+			"--bounding-set=-all", "--no-new-privs", "--", enterEnv, "-i", "--"}
+		argv = append(append(priv, p.env...), argv...)
 		argv, path, attr.Credential = shim(r.group.procsFiles(), argv), "/bin/sh", nil
+		env = []string{"PATH=/usr/bin:/bin"}
 	}
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: "/", Env: p.env, Stdout: stdout, Stderr: stderr, ExtraFiles: fds.files,
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: "/", Env: env, Stdout: stdout, Stderr: stderr, ExtraFiles: fds.files,
 		SysProcAttr: attr}
 	closeFD, err := useCgroupFD(cmd, r.group)
 	if err != nil {

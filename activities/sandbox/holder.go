@@ -69,10 +69,15 @@ func idOf(path string) (fileID, bool) {
 }
 
 // nsenterPath is util-linux's nsenter when it can set the working
-// directory inside the namespaces (--wdns, 2.38), else "": no holders.
+// directory inside the namespaces (--wdns, 2.38) and coreutils' env is
+// there to give the command its environment (enterEnv), else "": no
+// holders.
 var nsenterPath = sync.OnceValue(func() string {
 	path, err := exec.LookPath("nsenter")
 	if err != nil {
+		return ""
+	}
+	if st, err := os.Stat(enterEnv); err != nil || st.Mode()&0o111 == 0 {
 		return ""
 	}
 	out, _ := exec.Command(path, "--help").CombinedOutput()
@@ -88,7 +93,8 @@ var nsenterPath = sync.OnceValue(func() string {
 // left behind would outlive it in the holder's PID namespace), or the
 // host has no suitable nsenter.
 func (l *Local) holderKey(sb Sandbox, p *execPlan, r *running) string {
-	if !l.isolated() || r.group == nil || len(p.readOnly) > 0 || len(p.binds) > 1 || len(p.sockets) > 0 || p.services > 0 || nsenterPath() == "" {
+	if !l.isolated() || r.group == nil || len(p.readOnly) > 0 || len(p.binds) > 1 || len(p.sockets) > 0 || p.services > 0 ||
+		len(p.argv) == 0 || strings.Contains(p.argv[0], "=") || nsenterPath() == "" { // env would take a NAME=VALUE command for a variable
 		return ""
 	}
 	if len(p.binds) == 1 && p.binds[0] != [2]string{sb.Root, insideRoot} {
@@ -147,12 +153,21 @@ func (h *holder) closeIfDone() {
 	h.ns = nil
 }
 
-// startEntered starts a command in h's namespaces: nsenter, as root, opens
-// them from this process's descriptors (/proc/<pid>/fd/<n>, which a step
-// cannot reach), becomes the step's user (its capabilities gone with its
-// root) in the command's working directory, and forks the command into the
-// PID namespace. It runs in the command's cgroup and network namespace as
-// bwrap would, in a session of its own, with no-new-privileges.
+// enterEnv gives an entered command its environment: nsenter runs as root
+// on the host until it enters the namespaces, so it gets none of the
+// step's variables (LD_PRELOAD, GCONV_PATH, LC_ALL… would choose what a
+// root process loads from the host, the sandbox's own files included);
+// `env -i` sets them once nsenter became the step's user inside, where they
+// reach only the step's own processes, as under a bwrap of its own.
+const enterEnv = "/usr/bin/env"
+
+// startEntered starts a command in h's namespaces: nsenter, as root with an
+// empty environment, opens them from this process's descriptors
+// (/proc/<pid>/fd/<n>, which a step cannot reach), becomes the step's user
+// (its capabilities gone with its root) in the command's working directory,
+// and forks into the PID namespace env, which sets the command's
+// environment and execs it. It runs in the command's cgroup and network
+// namespace as bwrap would, in a session of its own, with no-new-privileges.
 func (l *Local) startEntered(p *execPlan, r *running, h *holder, n *sandboxNet, stdout, stderr *os.File) error {
 	nsenter := nsenterPath()
 	self := os.Getpid()
@@ -161,13 +176,13 @@ func (l *Local) startEntered(p *execPlan, r *running, h *holder, n *sandboxNet, 
 		argv = append(argv, fmt.Sprintf("%s=/proc/%d/fd/%d", ns[0], self, h.ns[i].Fd()))
 	}
 	id := strconv.Itoa(p.uid)
-	argv = append(argv, "--setuid="+id, "--setgid="+id, "--wdns="+p.insideDir, "--")
-	argv = append(argv, p.argv...)
+	argv = append(argv, "--setuid="+id, "--setgid="+id, "--wdns="+p.insideDir, "--", enterEnv, "-i", "--")
+	argv = append(append(argv, p.env...), p.argv...)
 	path := nsenter
 	if r.group != nil && !r.group.v2 && !r.group.hasLauncher() && !traceJoin(r.group) {
 		argv, path = shim(r.group.procsFiles(), argv), "/bin/sh"
 	}
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: "/", Env: p.env, Stdout: stdout, Stderr: stderr,
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"}, Stdout: stdout, Stderr: stderr,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}}
 	closeFD, err := useCgroupFD(cmd, r.group)
 	if err != nil {

@@ -260,3 +260,50 @@ func TestHolderCommandsKeepTheirLauncher(t *testing.T) {
 		t.Fatalf("after the last command: %d launchers, the kept one ended %v", n, first[0].ended)
 	}
 }
+
+// A step's variables never reach a process that runs as root on the host:
+// nsenter (entering the holder) and, where the command cannot be started
+// traced, the shim and setpriv get an environment of their own. The probe:
+// LD_PRELOAD naming a host file only root can read, which is not a
+// library; a root process loading it would say so ("invalid ELF header"),
+// the step's own processes cannot see it.
+func TestStepVariablesNeverReachRootOnTheHost(t *testing.T) {
+	needLaunchers(t)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	evil := filepath.Join(dir, "evil.so")
+	if err := os.WriteFile(evil, []byte("this is not a shared object, but a root process would try it\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"LD_PRELOAD": evil, "MINE": "kept"}
+	check := func(name string, l *Local, sb Sandbox, nextSoon bool) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"sh", "-c", `echo "$MINE $LD_PRELOAD"`}, Env: env, Stdout: &out, Stderr: &errb, NextSoon: nextSoon})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %+v %v: %s", name, res, err, errb.String())
+		}
+		if strings.Contains(errb.String(), "ELF") || strings.Contains(errb.String(), "too short") {
+			t.Fatalf("%s: a process that could read %s tried to load it: %s", name, evil, errb.String())
+		}
+		if got := strings.TrimSpace(out.String()); got != "kept "+evil {
+			t.Fatalf("%s: the step's environment: %q", name, got)
+		}
+	}
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "env"})
+	check("first", l, sb, true)
+	holderOf(t, l, sb.Name)
+	check("entered", l, sb, true)
+
+	shimOnly = true
+	defer func() { shimOnly = false }()
+	l2 := newIsolated(t)
+	sb2 := acquire(t, l2, Spec{Name: "env-shim"})
+	for i := 0; i < 3; i++ { // a bwrap through the shim, then entered through it
+		check(fmt.Sprintf("shim %d", i), l2, sb2, true)
+		time.Sleep(30 * time.Millisecond)
+	}
+}
