@@ -215,7 +215,7 @@ func (l *Local) makeHolder(sb Sandbox, p *execPlan, n *sandboxNet, key string) {
 		l.cgmu.Lock()
 		l.hmu.Lock()
 		delete(l.holding, sb.Name)
-		kept := err == nil && l.holders[sb.Name] == nil && (l.pools[sb.Name] != nil || l.busy(sb.Name))
+		kept := err == nil && !l.closed && l.holders[sb.Name] == nil && (l.pools[sb.Name] != nil || l.busy(sb.Name))
 		if kept {
 			l.holders[sb.Name] = h
 		}
