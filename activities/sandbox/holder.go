@@ -89,12 +89,15 @@ var nsenterPath = sync.OnceValue(func() string {
 
 // holderKey is what a command's mounts are made from, or "" when the
 // command cannot enter a holder: it reads host files, binds other
-// directories or reaches services, or runs without cgroups (whatever it
-// left behind would outlive it in the holder's PID namespace), or the
-// host has no suitable nsenter.
+// directories or reaches services, runs as root of the sandbox, or without
+// cgroups (whatever it left behind would outlive it in the holder's PID
+// namespace), or the host has no suitable nsenter.
 func (l *Local) holderKey(sb Sandbox, p *execPlan, r *running) string {
 	if !l.isolated() || r.group == nil || len(p.readOnly) > 0 || len(p.binds) > 1 || len(p.sockets) > 0 || p.services > 0 ||
-		len(p.argv) == 0 || strings.Contains(p.argv[0], "=") || nsenterPath() == "" { // env would take a NAME=VALUE command for a variable
+		len(p.argv) == 0 || strings.Contains(p.argv[0], "=") || // env would take a NAME=VALUE command for a variable
+		p.uid == 0 || nsenterPath() == "" {
+		// Root of the sandbox's user namespace keeps that namespace's
+		// capabilities through execve, which bwrap drops: it gets its own.
 		return ""
 	}
 	if len(p.binds) == 1 && p.binds[0] != [2]string{sb.Root, insideRoot} {

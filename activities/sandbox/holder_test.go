@@ -219,7 +219,7 @@ func TestCommandsWithOtherMountsStartTheirOwnBwrap(t *testing.T) {
 	if err := os.WriteFile(file, []byte("echo hi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for name, req := range map[string]ExecRequest{"read-only file": {ReadOnly: []string{file}, NextSoon: true}, "another user": {User: "4242", NextSoon: true}} {
+	for name, req := range map[string]ExecRequest{"read-only file": {ReadOnly: []string{file}, NextSoon: true}, "another user": {User: "4242", NextSoon: true}, "root": {User: "root", NextSoon: true}} {
 		if got := runProbe(t, l, sb, req); strings.Join(got[:6], " ") == ids {
 			t.Fatalf("%s: ran in the holder's namespaces", name)
 		}
@@ -305,5 +305,65 @@ func TestStepVariablesNeverReachRootOnTheHost(t *testing.T) {
 	for i := 0; i < 3; i++ { // a bwrap through the shim, then entered through it
 		check(fmt.Sprintf("shim %d", i), l2, sb2, true)
 		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+// An entered command's output file ($SVC_OUTPUT, in the sandbox's /tmp) and
+// workspace files reach the host as a bwrap's do, in the step's working
+// directory.
+func TestHolderCommandsWriteOutputsAndFiles(t *testing.T) {
+	needLaunchers(t)
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "outputs"})
+	runProbe(t, l, sb, ExecRequest{NextSoon: true})
+	ids := strings.Join(holderOf(t, l, sb.Name).nsIDs(t), " ")
+	if err := os.MkdirAll(filepath.Join(sb.Root, "sub"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(sb.Root, "sub"), sb.HostUID, sb.HostUID); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "svc_output.run.1")
+	var stdout, stderr bytes.Buffer
+	res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Workdir: "sub", NextSoon: true,
+		Argv:   []string{"sh", "-c", `readlink /proc/self/ns/pid /proc/self/ns/mnt; pwd; echo "n=4" > "$SVC_OUTPUT"; echo made > here`},
+		Env:    map[string]string{OutputEnv: out},
+		Stdout: &stdout, Stderr: &stderr})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v: %s", res, err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(ids, lines[0]) || !strings.Contains(ids, lines[1]) || lines[2] != insideRoot+"/sub" {
+		t.Fatalf("not entered in %s, or not in its directory: %q", ids, lines)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "n=4\n" {
+		t.Fatalf("output file: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(sb.Root, "sub", "here")); err != nil || string(b) != "made\n" {
+		t.Fatalf("workspace file: %q %v", b, err)
+	}
+	if got := fileUID(t, filepath.Join(sb.Root, "sub", "here")); got != sb.HostUID {
+		t.Fatalf("the step's file belongs to host uid %d, want the sandbox's %d", got, sb.HostUID)
+	}
+}
+
+// Root of the sandbox (a step's user "root") never enters a holder: nsenter
+// would leave it the user namespace's capabilities, which bwrap drops.
+func TestRootStepsNeverEnterAHolder(t *testing.T) {
+	needLaunchers(t)
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "root"})
+	for i := 0; i < 4; i++ {
+		got := strings.Join(runProbe(t, l, sb, ExecRequest{NextSoon: true, User: "root"}), "\n")
+		if !strings.Contains(got, "Uid: 0 0 0 0") || !strings.Contains(got, "CapPrm: 0000000000000000") || !strings.Contains(got, "CapEff: 0000000000000000") {
+			t.Fatalf("command %d as root: %s", i, got)
+		}
+		time.Sleep(20 * time.Millisecond) // time for a holder, were one made
+	}
+	l.hmu.Lock()
+	n := len(l.holders) + len(l.holding)
+	l.hmu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d holders made for root's commands", n)
 	}
 }
