@@ -36,6 +36,7 @@ type execPlan struct {
 	dir       string   // the working directory on the host
 	insideDir string   // the working directory as the command sees it
 	env       []string
+	ownEnv    int // env[:ownEnv] are factoryd's own variables, the rest the sandbox's and the step's
 	offline   bool
 	services  int         // how many worker Services it reaches
 	outputs   [][2]string // output files: where they go on the host, where the command wrote them
@@ -134,6 +135,7 @@ func (l *Local) plan(sb Sandbox, req ExecRequest) (*execPlan, error) {
 	}
 	p.env = []string{"PATH=" + pathList, "HOME=" + home, "LANG=C.UTF-8", "SANDBOX_NAME=" + sb.Name, "TMPDIR=/tmp",
 		markerEnv + "=" + l.marker(sb.Name)}
+	p.ownEnv = len(p.env)
 	if l.isolated() {
 		p.binds = append([][2]string{{sb.Root, insideRoot}}, sortedBinds(req.Binds)...)
 		for i := range p.argv {

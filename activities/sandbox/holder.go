@@ -161,8 +161,23 @@ func (h *holder) closeIfDone() {
 // step's variables (LD_PRELOAD, GCONV_PATH, LC_ALL… would choose what a
 // root process loads from the host, the sandbox's own files included);
 // `env -i` sets them once nsenter became the step's user inside, where they
-// reach only the step's own processes, as under a bwrap of its own.
+// reach only the step's own processes, as under a bwrap of its own. A step
+// whose variables are all factoryd's own and SVC_* ones (its params, its
+// output and artifacts files: names no loader, C library or nsenter reads)
+// needs no env: nsenter passes them on itself.
 const enterEnv = "/usr/bin/env"
+
+// envForRoot tells whether p's environment may be given to a process that
+// runs as root on the host: factoryd's own variables, and others only
+// named SVC_*.
+func (p *execPlan) envForRoot() bool {
+	for _, kv := range p.env[p.ownEnv:] {
+		if !strings.HasPrefix(kv, "SVC_") {
+			return false
+		}
+	}
+	return true
+}
 
 // startEntered starts a command in h's namespaces: nsenter, as root with an
 // empty environment, opens them from this process's descriptors
@@ -179,13 +194,18 @@ func (l *Local) startEntered(p *execPlan, r *running, h *holder, n *sandboxNet, 
 		argv = append(argv, fmt.Sprintf("%s=/proc/%d/fd/%d", ns[0], self, h.ns[i].Fd()))
 	}
 	id := strconv.Itoa(p.uid)
-	argv = append(argv, "--setuid="+id, "--setgid="+id, "--wdns="+p.insideDir, "--", enterEnv, "-i", "--")
-	argv = append(append(argv, p.env...), p.argv...)
+	argv = append(argv, "--setuid="+id, "--setgid="+id, "--wdns="+p.insideDir, "--")
+	env := p.env
+	if !p.envForRoot() {
+		argv = append(append(argv, enterEnv, "-i", "--"), p.env...)
+		env = []string{"PATH=/usr/bin:/bin"}
+	}
+	argv = append(argv, p.argv...)
 	path := nsenter
 	if r.group != nil && !r.group.v2 && !r.group.hasLauncher() && !traceJoin(r.group) {
 		argv, path = shim(r.group.procsFiles(), argv), "/bin/sh"
 	}
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"}, Stdout: stdout, Stderr: stderr,
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: "/", Env: env, Stdout: stdout, Stderr: stderr,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}}
 	closeFD, err := useCgroupFD(cmd, r.group)
 	if err != nil {

@@ -297,6 +297,12 @@ func TestStepVariablesNeverReachRootOnTheHost(t *testing.T) {
 	check("first", l, sb, true)
 	holderOf(t, l, sb.Name)
 	check("entered", l, sb, true)
+	// Only factoryd's variables and SVC_* ones: nsenter passes them on.
+	var out bytes.Buffer
+	res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"sh", "-c", `echo "$SVC_MINE $HOME $PATH"; readlink /proc/self/ns/pid`}, Env: map[string]string{"SVC_MINE": "kept"}, Stdout: &out, NextSoon: true})
+	if want := "kept " + insideRoot + " "; err != nil || res.ExitCode != 0 || !strings.HasPrefix(out.String(), want) || !strings.Contains(strings.Join(holderOf(t, l, sb.Name).nsIDs(t), " "), strings.Fields(out.String())[3]) {
+		t.Fatalf("SVC_ variables only: %+v %v %q", res, err, out.String())
+	}
 
 	shimOnly = true
 	defer func() { shimOnly = false }()
