@@ -373,3 +373,48 @@ func TestRootStepsNeverEnterAHolder(t *testing.T) {
 		t.Fatalf("%d holders made for root's commands", n)
 	}
 }
+
+// A stopped entered command ends with everything it started, and the
+// holder serves the next; a paused sandbox freezes its holder with it, and
+// the next command after the resume enters it again.
+func TestHolderThroughStopAndPause(t *testing.T) {
+	needLaunchers(t)
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "stop"})
+	runProbe(t, l, sb, ExecRequest{NextSoon: true})
+	h := holderOf(t, l, sb.Name)
+	ids := strings.Join(h.nsIDs(t), " ")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	t0 := time.Now()
+	res, err := l.Exec(ctx, ExecRequest{Sandbox: sb.Name, Argv: []string{"sh", "-c", "sleep 60 & sleep 60"}, NextSoon: true})
+	if err == nil && !res.Signaled {
+		t.Fatalf("stopped: %+v %v", res, err)
+	}
+	if d := time.Since(t0); d > killGrace+2*time.Second {
+		t.Fatalf("the stop took %v", d)
+	}
+	_, ps := runCapture(t, l, sb, `for p in /proc/[0-9]*; do cat $p/comm; done | sort | tr '\n' ' '`)
+	if strings.Count(ps, "sleep") != 1 {
+		t.Fatalf("after the stop: %q, want only the holder's sleep", ps)
+	}
+	if err := l.Pause(context.Background(), sb.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Resume(context.Background(), sb.Name); err != nil {
+		t.Fatal(err)
+	}
+	if got := runProbe(t, l, sb, ExecRequest{NextSoon: true}); strings.Join(got[:6], " ") != ids {
+		t.Fatalf("after pause and resume: %v, want the holder's %s", got[:6], ids)
+	}
+}
+
+func runCapture(t *testing.T, l *Local, sb Sandbox, script string) (ExecResult, string) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"sh", "-c", script}, Stdout: &out, Stderr: &out, NextSoon: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, out.String()
+}
