@@ -129,6 +129,13 @@ func (l *Local) holderFor(sb Sandbox, key string) *holder {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ended {
+		// Ended before it was kept (endHolder found it not yet the
+		// sandbox's): forgotten now, so that another can be made.
+		l.hmu.Lock()
+		if l.holders[sb.Name] == h {
+			delete(l.holders, sb.Name)
+		}
+		l.hmu.Unlock()
 		return nil
 	}
 	h.refs++
