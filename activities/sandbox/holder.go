@@ -186,13 +186,14 @@ func (p *execPlan) envForRoot() bool {
 	return true
 }
 
-// startEntered starts a command in h's namespaces: nsenter, as root with an
-// empty environment, opens them from this process's descriptors
-// (/proc/<pid>/fd/<n>, which a step cannot reach), becomes the step's user
-// (its capabilities gone with its root) in the command's working directory,
-// and forks into the PID namespace env, which sets the command's
-// environment and execs it. It runs in the command's cgroup and network
-// namespace as bwrap would, in a session of its own, with no-new-privileges.
+// startEntered starts a command in h's namespaces: nsenter, as root with
+// the step's environment only when envForRoot allows it (else PATH alone),
+// opens them from this process's descriptors (/proc/<pid>/fd/<n>, which a
+// step cannot reach), becomes the step's user (its capabilities gone with
+// its root) in the command's working directory, and forks into the PID
+// namespace the command, or env, which sets the command's environment and
+// execs it. It runs in the command's cgroup and network namespace as bwrap
+// would, in a session of its own, with no-new-privileges.
 func (l *Local) startEntered(p *execPlan, r *running, h *holder, n *sandboxNet, stdout, stderr *os.File) error {
 	nsenter := nsenterPath()
 	self := os.Getpid()
