@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,6 +239,10 @@ func (l *Local) makeHolder(sb Sandbox, p *execPlan, n *sandboxNet, key string) {
 	l.hmu.Unlock()
 	hp := *p
 	hp.argv = []string{"/bin/sh", "-c", "echo; exec sleep infinity"}
+	// factoryd's own variables only (its marker lets a restarted worker
+	// reap it): the later steps, which see the holder's processes, never
+	// read this step's variables in its environ.
+	hp.env = slices.Clone(p.env[:p.ownEnv])
 	go func() {
 		h, err := l.startHolder(sb, &hp, n, key)
 		// Kept only while the sandbox keeps its groups: one made after

@@ -418,3 +418,22 @@ func runCapture(t *testing.T, l *Local, sb Sandbox, script string) (ExecResult, 
 	}
 	return res, out.String()
 }
+
+// The holder carries none of the variables of the step it was made beside:
+// later steps, which see its processes, cannot read them in its environ.
+func TestHolderKeepsNoStepVariables(t *testing.T) {
+	needLaunchers(t)
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "secret"})
+	if res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"true"}, Env: map[string]string{"STEP_SECRET": "s3cr3t", "SVC_PARAM_X": "p4ram"}, NextSoon: true}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	holderOf(t, l, sb.Name)
+	_, out := runCapture(t, l, sb, `for p in /proc/[0-9]*; do [ "$p" = /proc/$$ ] || tr '\0' '\n' < $p/environ 2>/dev/null; done; echo end`)
+	if !strings.HasSuffix(strings.TrimSpace(out), "end") || strings.Contains(out, "s3cr3t") || strings.Contains(out, "p4ram") {
+		t.Fatalf("the holder's processes' environments: %q", out)
+	}
+	if !strings.Contains(out, "SANDBOX_NAME=") {
+		t.Fatalf("read no holder environment at all: %q", out)
+	}
+}
