@@ -112,7 +112,7 @@ func (l *Local) holderKey(sb Sandbox, p *execPlan, r *running) string {
 }
 
 // holderFor returns the sandbox's live holder for key, referenced (the
-// caller releases it), or nil.
+// caller releases it), or nil: none, another key, ended, or in use.
 func (l *Local) holderFor(sb Sandbox, key string) *holder {
 	if key == "" {
 		return nil
@@ -137,6 +137,13 @@ func (l *Local) holderFor(sb Sandbox, key string) *holder {
 			delete(l.holders, sb.Name)
 		}
 		l.hmu.Unlock()
+		return nil
+	}
+	if h.refs > 0 {
+		// Another command of the sandbox runs in it (two runs sharing an
+		// ensure'd sandbox, say): this one starts its own bwrap, so that
+		// commands running at once never share a PID namespace, where the
+		// same uid could signal or trace the other, as with a bwrap each.
 		return nil
 	}
 	h.refs++

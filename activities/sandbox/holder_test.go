@@ -437,3 +437,29 @@ func TestHolderKeepsNoStepVariables(t *testing.T) {
 		t.Fatalf("read no holder environment at all: %q", out)
 	}
 }
+
+// Commands of a sandbox that run at once never share the holder's PID
+// namespace (the same uid could signal or trace the other): while one is
+// entered, another starts its own bwrap.
+func TestConcurrentCommandsNeverShareTheHolder(t *testing.T) {
+	needLaunchers(t)
+	l := newIsolated(t)
+	sb := acquire(t, l, Spec{Name: "shared"})
+	runProbe(t, l, sb, ExecRequest{NextSoon: true})
+	ids := strings.Join(holderOf(t, l, sb.Name).nsIDs(t), " ")
+	done := make(chan string, 1)
+	go func() {
+		var out bytes.Buffer
+		_, _ = l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"sh", "-c", "readlink /proc/self/ns/pid; sleep 1"}, Stdout: &out, NextSoon: true})
+		done <- strings.TrimSpace(out.String())
+	}()
+	time.Sleep(300 * time.Millisecond) // the first is running, entered
+	second := runProbe(t, l, sb, ExecRequest{NextSoon: true})
+	first := <-done
+	if !strings.Contains(ids, first) {
+		t.Fatalf("the first command ran in %s, not the holder's %s", first, ids)
+	}
+	if second[2] == first {
+		t.Fatalf("two commands running at once shared the PID namespace %s", first)
+	}
+}
