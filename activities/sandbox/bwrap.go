@@ -80,6 +80,9 @@ func (l *Local) bwrapArgs(sb Sandbox, p *execPlan, fds *fdArgs, st *stage) ([]st
 	inside := strconv.Itoa(p.uid)
 	args := []string{"--unshare-user", "--uid", inside, "--gid", inside, "--die-with-parent", "--new-session",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"}
+	if p.asPid1 {
+		args = append(args, "--as-pid-1")
+	}
 	args = append(args, systemView()...)
 	args = append(args, "--proc", "/proc", "--dev-bind", st.addDev(), "/dev", "--bind", st.add(l.tmpDir(sb.Name)), "/tmp",
 		"--bind", st.add(sb.Root), insideRoot, "--dir", "/var/tmp")

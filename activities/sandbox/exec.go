@@ -45,6 +45,7 @@ type execPlan struct {
 	sockets   [][2]string // service sockets: host path, where the command sees them
 	uid       int         // the user inside the sandbox
 	passwd    []byte
+	asPid1    bool // the command is its PID namespace's init (a holder's)
 	group     []byte
 }
 

@@ -71,8 +71,8 @@ func idOf(path string) (fileID, bool) {
 
 // nsenterPath is util-linux's nsenter when it can set the working
 // directory inside the namespaces (--wdns, 2.38) and coreutils' env is
-// there to give the command its environment (enterEnv), else "": no
-// holders.
+// there to give the command its environment and the holder its ignored
+// SIGCHLD (enterEnv, --ignore-signal: 9.0), else "": no holders.
 var nsenterPath = sync.OnceValue(func() string {
 	path, err := exec.LookPath("nsenter")
 	if err != nil {
@@ -80,6 +80,9 @@ var nsenterPath = sync.OnceValue(func() string {
 	}
 	if st, err := os.Stat(enterEnv); err != nil || st.Mode()&0o111 == 0 {
 		return ""
+	}
+	if out, _ := exec.Command(enterEnv, "--help").CombinedOutput(); !strings.Contains(string(out), "--ignore-signal") {
+		return "" // coreutils 9.0: the holder's SIGCHLD
 	}
 	out, _ := exec.Command(path, "--help").CombinedOutput()
 	if !strings.Contains(string(out), "--wdns") {
@@ -244,8 +247,22 @@ func (l *Local) makeHolder(sb Sandbox, p *execPlan, n *sandboxNet, key string) {
 	}
 	l.holding[sb.Name] = true
 	l.hmu.Unlock()
+	bin, err := l.holdBinary()
+	if err != nil {
+		l.hmu.Lock()
+		delete(l.holding, sb.Name)
+		l.hmu.Unlock()
+		return
+	}
+	// The holder is its PID namespace's init (a step's signals do not reach
+	// it), ignores SIGCHLD (env sets it; it survives exec: the orphans it
+	// inherits are reaped by the kernel) and runs a sleep its user cannot read, which
+	// makes it non-dumpable: a step can neither trace it nor read its memory
+	// or environment, so nothing of a step outlives it there.
 	hp := *p
-	hp.argv = []string{"/bin/sh", "-c", "echo; exec sleep infinity"}
+	hp.argv = []string{"/bin/sh", "-c", `echo; exec "$0" --ignore-signal=CHLD -- "$1" infinity`, enterEnv, bin}
+	hp.readOnly = []string{bin}
+	hp.asPid1 = true
 	// factoryd's own variables only (its marker lets a restarted worker
 	// reap it): the later steps, which see the holder's processes, never
 	// read this step's variables in its environ.
@@ -392,4 +409,38 @@ func (l *Local) dropHolder(name string) {
 	if h != nil {
 		l.endHolder(name, h)
 	}
+}
+
+// holdBinary is the holder's sleep: a copy of the host's, executable and
+// not readable by anyone but root (0111), in the data directory; bound
+// read-only into the holder's mount namespace at its host path.
+func (l *Local) holdBinary() (string, error) {
+	path := filepath.Join(l.root, "holder-sleep")
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Mode().Perm() == 0o111 {
+		return path, nil
+	}
+	src, err := exec.LookPath("sleep")
+	if err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(l.root, "holder-sleep.*.tmp")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o111)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	return path, err
 }
