@@ -22,19 +22,22 @@ import (
 // command's cost: about 5 ms of a `true` that otherwise takes 1.5. When a
 // command is told another follows soon (ExecRequest.NextSoon: a job's
 // next step), a holder is made beside it: a bwrap with the same mounts
-// whose command only waits (sh, then sleep), in a cgroup of the sandbox's
-// of its own. The sandbox's next commands with the same mounts enter the
+// whose command only waits (its PID namespace's init, an exec-only sleep:
+// see makeHolder), in a cgroup of the sandbox's of its own, with
+// factoryd's variables only. The sandbox's next commands with the same
+// mounts, one at a time, enter the
 // holder's user, mount, PID, IPC, UTS and cgroup namespaces with nsenter
 // (started by factoryd, as root, from the command's cgroup and network
 // namespace, which it keeps) as the step's user, with no capability and
 // no-new-privileges, instead of starting a bwrap each. The namespaces are
-// those the holder had when it was ready, held open by factoryd: what a
-// step does to the holder (it runs as the step's user) cannot change
-// where a later command goes; a holder that ended is not used again.
+// those the holder had when it was ready, held open by factoryd; a step
+// cannot signal, trace or read the holder, and a holder that ended is not
+// used again.
 //
 // A command whose mounts differ (read-only files, other binds, service
-// sockets: agent steps and steps with services) starts a bwrap of its own
-// as before. The holder ends with the sandbox's kept groups (cgroupLinger
+// sockets: agent steps and steps with services), that runs as root of the
+// sandbox, or that comes while another is entered starts a bwrap of its
+// own as before. The holder ends with the sandbox's kept groups (cgroupLinger
 // after its last command, at once on Delete).
 
 // holder is a sandbox's kept namespaces; l.hmu guards l.holders.
