@@ -59,6 +59,22 @@ func runProbe(t *testing.T, l *Local, sb Sandbox, req ExecRequest) []string {
 	return strings.Split(strings.TrimSpace(out.String()), "\n")
 }
 
+// withHolder is an isolated driver and a sandbox of spec whose holder is
+// ready (made beside a first command told another follows), and the
+// holder's namespaces as a probe names them (nsOf).
+func withHolder(t *testing.T, spec Spec) (*Local, Sandbox, *holder, string) {
+	t.Helper()
+	needLaunchers(t)
+	l := newIsolated(t)
+	sb := acquire(t, l, spec)
+	runProbe(t, l, sb, ExecRequest{NextSoon: true})
+	h := holderOf(t, l, sb.Name)
+	return l, sb, h, strings.Join(h.nsIDs(t), " ")
+}
+
+// nsOf is the namespaces a probe's output names.
+func nsOf(probe []string) string { return strings.Join(probe[:6], " ") }
+
 func TestHolderRunsTheNextCommandsInItsNamespaces(t *testing.T) {
 	needLaunchers(t)
 	for _, online := range []bool{false, true} {
@@ -70,7 +86,7 @@ func TestHolderRunsTheNextCommandsInItsNamespaces(t *testing.T) {
 			ids := h.nsIDs(t)
 			for i := 0; i < 3; i++ {
 				got := runProbe(t, l, sb, ExecRequest{NextSoon: i < 2})
-				if strings.Join(got[:6], " ") != strings.Join(ids, " ") {
+				if nsOf(got) != strings.Join(ids, " ") {
 					t.Fatalf("command %d ran in %v, want the holder's %v", i, got[:6], ids)
 				}
 				// As under a bwrap of its own: the step's user, no
@@ -86,7 +102,7 @@ func TestHolderRunsTheNextCommandsInItsNamespaces(t *testing.T) {
 					}
 				}
 			}
-			if strings.Join(own[:6], " ") == strings.Join(ids, " ") {
+			if nsOf(own) == strings.Join(ids, " ") {
 				t.Fatal("the first command ran in the holder's namespaces")
 			}
 			if !strings.Contains(strings.Join(own, "\n"), "CapEff: 0000000000000000") || !strings.Contains(strings.Join(own, "\n"), "workspace-writable") || strings.Contains(strings.Join(own, "\n"), "usr-writable") {
@@ -97,19 +113,8 @@ func TestHolderRunsTheNextCommandsInItsNamespaces(t *testing.T) {
 }
 
 func TestHolderCommandsExitAndLeaveNothing(t *testing.T) {
-	needLaunchers(t)
-	l := newIsolated(t)
-	sb := acquire(t, l, Spec{Name: "steps"})
-	run := func(script string) (ExecResult, string) {
-		var out bytes.Buffer
-		res, err := l.Exec(context.Background(), ExecRequest{Sandbox: sb.Name, Argv: []string{"sh", "-c", script}, Stdout: &out, Stderr: &out, NextSoon: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res, out.String()
-	}
-	run("true")
-	h := holderOf(t, l, sb.Name)
+	l, sb, h, _ := withHolder(t, Spec{Name: "steps"})
+	run := func(script string) (ExecResult, string) { return runCapture(t, l, sb, script) }
 	if res, _ := run("exit 7"); res.ExitCode != 7 {
 		t.Fatalf("exit 7: %+v", res)
 	}
@@ -117,7 +122,7 @@ func TestHolderCommandsExitAndLeaveNothing(t *testing.T) {
 		t.Fatalf("kill -9: %+v", res)
 	}
 	// A process left behind is killed with the command's group: the next
-	// command sees only the holder's (bwrap's init, sh's sleep) and its own.
+	// command sees only the holder (holder-sleep) and its own.
 	if res, _ := run("sleep 300 & echo started"); res.ExitCode != 0 {
 		t.Fatalf("background: %+v", res)
 	}
@@ -139,19 +144,14 @@ func TestHolderCommandsExitAndLeaveNothing(t *testing.T) {
 }
 
 func TestHolderKilledByAStepIsNotUsed(t *testing.T) {
-	needLaunchers(t)
-	l := newIsolated(t)
-	sb := acquire(t, l, Spec{Name: "steps"})
-	runProbe(t, l, sb, ExecRequest{NextSoon: true})
-	h := holderOf(t, l, sb.Name)
-	old := strings.Join(h.nsIDs(t), " ")
+	l, sb, h, old := withHolder(t, Spec{Name: "steps"})
 	// The holder is the PID namespace's init: a step's signals do not
 	// reach it, and it cannot be traced or read (not dumpable).
 	res, out := runCapture(t, l, sb, `kill -9 1; kill -STOP 1; cat /proc/1/environ >/dev/null 2>&1 && echo environ-readable; cat /proc/1/comm`)
 	if res.ExitCode != 0 || strings.Contains(out, "environ-readable") || strings.TrimSpace(out) != "holder-sleep" {
 		t.Fatalf("a step at the holder: %+v %q", res, out)
 	}
-	if got := runProbe(t, l, sb, ExecRequest{NextSoon: true}); strings.Join(got[:6], " ") != old {
+	if got := runProbe(t, l, sb, ExecRequest{NextSoon: true}); nsOf(got) != old {
 		t.Fatalf("after a step's kill the holder changed: %v", got[:6])
 	}
 	// Orphans it inherits are reaped: no zombie stays.
@@ -169,7 +169,7 @@ func TestHolderKilledByAStepIsNotUsed(t *testing.T) {
 	}
 	for i := 0; i < 5; i++ {
 		got := runProbe(t, l, sb, ExecRequest{NextSoon: true})
-		if strings.Join(got[:6], " ") == old {
+		if nsOf(got) == old {
 			t.Fatalf("command %d ran in the ended holder's namespaces", i)
 		}
 	}
@@ -221,17 +221,13 @@ func TestHolderEndsWithTheSandboxsGroups(t *testing.T) {
 }
 
 func TestCommandsWithOtherMountsStartTheirOwnBwrap(t *testing.T) {
-	needLaunchers(t)
-	l := newIsolated(t)
-	sb := acquire(t, l, Spec{Name: "steps"})
-	runProbe(t, l, sb, ExecRequest{NextSoon: true})
-	ids := strings.Join(holderOf(t, l, sb.Name).nsIDs(t), " ")
+	l, sb, _, ids := withHolder(t, Spec{Name: "steps"})
 	file := filepath.Join(t.TempDir(), "harness.sh")
 	if err := os.WriteFile(file, []byte("echo hi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for name, req := range map[string]ExecRequest{"read-only file": {ReadOnly: []string{file}, NextSoon: true}, "another user": {User: "4242", NextSoon: true}, "root": {User: "root", NextSoon: true}} {
-		if got := runProbe(t, l, sb, req); strings.Join(got[:6], " ") == ids {
+		if got := runProbe(t, l, sb, req); nsOf(got) == ids {
 			t.Fatalf("%s: ran in the holder's namespaces", name)
 		}
 	}
@@ -241,11 +237,7 @@ func TestCommandsWithOtherMountsStartTheirOwnBwrap(t *testing.T) {
 // but its no-new-privileges: the group keeps it for the next command, as
 // without isolation, and retires it after the last.
 func TestHolderCommandsKeepTheirLauncher(t *testing.T) {
-	needLaunchers(t)
-	l := newIsolated(t)
-	sb := acquire(t, l, Spec{Name: "steps"})
-	runProbe(t, l, sb, ExecRequest{NextSoon: true})
-	holderOf(t, l, sb.Name)
+	l, sb, _, _ := withHolder(t, Spec{Name: "steps"})
 	kept := func() []*launcher {
 		l.cgmu.Lock()
 		defer l.cgmu.Unlock()
@@ -329,11 +321,7 @@ func TestStepVariablesNeverReachRootOnTheHost(t *testing.T) {
 // workspace files reach the host as a bwrap's do, in the step's working
 // directory.
 func TestHolderCommandsWriteOutputsAndFiles(t *testing.T) {
-	needLaunchers(t)
-	l := newIsolated(t)
-	sb := acquire(t, l, Spec{Name: "outputs"})
-	runProbe(t, l, sb, ExecRequest{NextSoon: true})
-	ids := strings.Join(holderOf(t, l, sb.Name).nsIDs(t), " ")
+	l, sb, _, ids := withHolder(t, Spec{Name: "outputs"})
 	if err := os.MkdirAll(filepath.Join(sb.Root, "sub"), 0o777); err != nil {
 		t.Fatal(err)
 	}
@@ -389,12 +377,7 @@ func TestRootStepsNeverEnterAHolder(t *testing.T) {
 // holder serves the next; a paused sandbox freezes its holder with it, and
 // the next command after the resume enters it again.
 func TestHolderThroughStopAndPause(t *testing.T) {
-	needLaunchers(t)
-	l := newIsolated(t)
-	sb := acquire(t, l, Spec{Name: "stop"})
-	runProbe(t, l, sb, ExecRequest{NextSoon: true})
-	h := holderOf(t, l, sb.Name)
-	ids := strings.Join(h.nsIDs(t), " ")
+	l, sb, _, ids := withHolder(t, Spec{Name: "stop"})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	t0 := time.Now()
@@ -415,7 +398,7 @@ func TestHolderThroughStopAndPause(t *testing.T) {
 	if err := l.Resume(context.Background(), sb.Name); err != nil {
 		t.Fatal(err)
 	}
-	if got := runProbe(t, l, sb, ExecRequest{NextSoon: true}); strings.Join(got[:6], " ") != ids {
+	if got := runProbe(t, l, sb, ExecRequest{NextSoon: true}); nsOf(got) != ids {
 		t.Fatalf("after pause and resume: %v, want the holder's %s", got[:6], ids)
 	}
 }
@@ -458,11 +441,7 @@ func TestHolderKeepsNoStepVariables(t *testing.T) {
 // namespace (the same uid could signal or trace the other): while one is
 // entered, another starts its own bwrap.
 func TestConcurrentCommandsNeverShareTheHolder(t *testing.T) {
-	needLaunchers(t)
-	l := newIsolated(t)
-	sb := acquire(t, l, Spec{Name: "shared"})
-	runProbe(t, l, sb, ExecRequest{NextSoon: true})
-	ids := strings.Join(holderOf(t, l, sb.Name).nsIDs(t), " ")
+	l, sb, _, ids := withHolder(t, Spec{Name: "shared"})
 	done := make(chan string, 1)
 	go func() {
 		var out bytes.Buffer
