@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -33,10 +34,7 @@ const cgroupParent = "linefactory"
 var v1Controllers = []string{"freezer", "pids", "memory", "cpu"}
 
 // cgroupV2 tells whether the unified hierarchy is mounted at cgroupRoot.
-func cgroupV2() bool {
-	_, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers"))
-	return err == nil
-}
+func cgroupV2() bool { return layout().v2 }
 
 // cgroupDir is a sandbox's group under a v1 controller ("" for v2).
 func cgroupDir(controller, group string) string {
@@ -44,10 +42,21 @@ func cgroupDir(controller, group string) string {
 }
 
 // controllers lists the hierarchies in use: "" alone for v2, else the v1
-// controllers mounted here.
-func controllers() []string {
-	if cgroupV2() {
-		return []string{""}
+// controllers mounted here. The slice is shared: callers do not change it.
+func controllers() []string { return layout().controllers }
+
+// cgroupLayout is what is mounted at cgroupRoot.
+type cgroupLayout struct {
+	v2          bool
+	controllers []string
+}
+
+// layout reads what is mounted at cgroupRoot once: hierarchies are
+// mounted before factoryd starts, and each sandbox's Acquire, command and
+// Delete asked again (five stats a time, some twenty a sandbox).
+var layout = sync.OnceValue(func() cgroupLayout {
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		return cgroupLayout{v2: true, controllers: []string{""}}
 	}
 	var cs []string
 	for _, c := range v1Controllers {
@@ -55,7 +64,18 @@ func controllers() []string {
 			cs = append(cs, c)
 		}
 	}
-	return cs
+	return cgroupLayout{controllers: cs}
+})
+
+// rmdir removes an empty directory (a group the kernel lets go: no process
+// and no child group in it) with one system call; os.Remove tries unlink
+// first.
+func rmdir(dir string) error {
+	err := syscall.Rmdir(dir)
+	if err != nil {
+		return &os.PathError{Op: "rmdir", Path: dir, Err: err}
+	}
+	return nil
 }
 
 // describeLimits fills LimitsApplied for a new sandbox.
@@ -200,7 +220,7 @@ func killCgroup(dir string, v2 bool) {
 	// The kernel removes a group only while no process is in it and it has
 	// no child group: a group that goes at once had nothing left to kill
 	// (the usual end of a command, whose processes all ended with it).
-	if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
+	if err := rmdir(dir); err == nil || errors.Is(err, os.ErrNotExist) {
 		return
 	}
 	if v2 {
@@ -273,7 +293,7 @@ func removeTree(dir string) error {
 			}
 		}
 	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := rmdir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil
@@ -289,7 +309,9 @@ func (g *execGroup) kill() {
 		}
 	}
 	for _, d := range g.dirs {
-		killCgroup(d, g.v2)
+		if !strings.Contains(d, "/freezer/") { // killed above
+			killCgroup(d, g.v2)
+		}
 	}
 }
 
@@ -317,19 +339,12 @@ func removeCgroups(sb Sandbox) {
 	}
 }
 
-// removeIfIdle removes the sandbox's groups when no command is in them.
+// removeIfIdle removes the sandbox's groups when no command is in them:
+// the kernel removes a group only while no process and no child group is
+// in it.
 func removeIfIdle(sb Sandbox) {
 	for _, d := range sandboxGroups(sb) {
-		entries, _ := os.ReadDir(d)
-		busy := false
-		for _, e := range entries {
-			if e.IsDir() {
-				busy = true
-			}
-		}
-		if !busy {
-			_ = os.Remove(d)
-		}
+		_ = rmdir(d)
 	}
 }
 

@@ -300,9 +300,11 @@ func (l *Local) takeSpare(sb Sandbox) *execGroup {
 	var renamed []string // the hierarchies' parents renamed so far
 	for _, d := range sp.g.dirs {
 		parent := filepath.Dir(filepath.Dir(d))
-		if err := os.Rename(filepath.Join(parent, sp.name), filepath.Join(parent, sb.CgroupName)); err != nil {
+		// The kernel refuses a name that is taken (EEXIST); os.Rename would
+		// stat it first.
+		if err := syscall.Rename(filepath.Join(parent, sp.name), filepath.Join(parent, sb.CgroupName)); err != nil {
 			for _, p := range renamed { // the sandbox has groups (EEXIST): the spare stays a spare
-				_ = os.Rename(filepath.Join(p, sb.CgroupName), filepath.Join(p, sp.name))
+				_ = syscall.Rename(filepath.Join(p, sb.CgroupName), filepath.Join(p, sp.name))
 			}
 			if len(renamed) == 0 || errors.Is(err, os.ErrExist) {
 				l.spares = append(l.spares, sp)

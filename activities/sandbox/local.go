@@ -116,6 +116,15 @@ func (l *Local) load(name string) (Sandbox, error) {
 	if !nameRE.MatchString(name) {
 		return Sandbox{}, errorf(CodeNotFound, nil, "invalid sandbox name %q", name)
 	}
+	// The cache is checked with one stat of the path; the file is opened
+	// (about eight system calls with Go's poller checks) only to read a
+	// version it does not hold.
+	fi, err := os.Stat(l.statePath(name))
+	if err == nil {
+		if sb, ok := l.cached(name, fi); ok {
+			return sb, nil
+		}
+	}
 	f, err := os.Open(l.statePath(name))
 	if errors.Is(err, fs.ErrNotExist) {
 		l.forget(name)
@@ -125,12 +134,8 @@ func (l *Local) load(name string) (Sandbox, error) {
 		return Sandbox{}, errorf(CodeFileOperation, err, "read sandbox %q", name)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
+	if fi, err = f.Stat(); err != nil {
 		return Sandbox{}, errorf(CodeFileOperation, err, "read sandbox %q", name)
-	}
-	if sb, ok := l.cached(name, fi); ok {
-		return sb, nil
 	}
 	data, err := io.ReadAll(f)
 	if err != nil {
@@ -162,7 +167,7 @@ func (l *Local) save(sb Sandbox) error {
 		_ = os.Remove(f.Name())
 		return errorf(CodeFileOperation, err, "save sandbox %q", sb.Name)
 	}
-	if err := os.Rename(f.Name(), l.statePath(sb.Name)); err != nil {
+	if err := syscall.Rename(f.Name(), l.statePath(sb.Name)); err != nil { // os.Rename would stat the target first
 		_ = os.Remove(f.Name())
 		l.remember(sb.Name, Sandbox{}, nil)
 		return err
@@ -421,7 +426,10 @@ func within(root, rel string) (string, error) {
 		return "", errorf(CodeFileOperation, nil, "path %q must be relative to the sandbox workspace", rel)
 	}
 	p := filepath.Join(root, rel)
-	if p != root && !strings.HasPrefix(p, root+string(filepath.Separator)) {
+	if p == root {
+		return p, nil // the workspace itself, which factoryd made
+	}
+	if !strings.HasPrefix(p, root+string(filepath.Separator)) {
 		return "", errorf(CodeFileOperation, nil, "path %q escapes the sandbox workspace", rel)
 	}
 	if real, err := filepath.EvalSymlinks(p); err == nil {
@@ -585,7 +593,7 @@ func (l *Local) Delete(_ context.Context, name string) error {
 	l.fillSpares() // now that its groups are gone (launcher.go)
 	l.cgmu.Unlock()
 	l.releaseNet(name)
-	err = os.RemoveAll(l.dir(name))
+	err = l.removeDir(sb)
 	l.forget(name)
 	if err != nil {
 		return errorf(CodeFileOperation, err, "delete sandbox %q", name)
@@ -627,10 +635,25 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 
 func killPid(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }
 
+// removeDir removes a sandbox's directory. A sandbox left as it was made
+// (its state file, an empty workspace and /tmp: a job whose steps wrote
+// nothing there) goes with four system calls; os.RemoveAll, which lists
+// every directory it removes, takes about twenty.
+func (l *Local) removeDir(sb Sandbox) error {
+	dir := l.dir(sb.Name)
+	if syscall.Unlink(l.statePath(sb.Name)) == nil && syscall.Rmdir(filepath.Join(dir, "workspace")) == nil &&
+		syscall.Rmdir(l.tmpDir(sb.Name)) == nil && syscall.Rmdir(dir) == nil {
+		return nil
+	}
+	return os.RemoveAll(dir)
+}
+
 // makeDirs makes a sandbox's workspace and /tmp, owned by its host user.
 func (l *Local) makeDirs(sb Sandbox) error {
-	if err := os.MkdirAll(l.dir(sb.Name), 0o700); err != nil {
-		return err
+	if err := os.Mkdir(l.dir(sb.Name), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := os.MkdirAll(l.dir(sb.Name), 0o700); err != nil {
+			return err
+		}
 	}
 	for _, d := range []string{sb.Root, l.tmpDir(sb.Name)} {
 		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
