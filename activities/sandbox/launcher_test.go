@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -407,5 +408,24 @@ func TestKeptLauncherLeavesWithAKilledGroup(t *testing.T) {
 	kept.mu.Unlock()
 	if !ended {
 		t.Error("the launcher of a command whose group was killed was kept")
+	}
+}
+
+// TestReadSmall: readSmall reads a file whole at every size around its
+// first buffer, and reports a missing file as os.ErrNotExist.
+func TestReadSmall(t *testing.T) {
+	d := t.TempDir()
+	for _, n := range []int{0, 1, 511, 512, 513, 5000} {
+		want := strings.Repeat("7\n", n/2) + strings.Repeat("x", n%2)
+		if err := os.WriteFile(filepath.Join(d, "f"), []byte(want), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readSmall(filepath.Join(d, "f"))
+		if err != nil || string(got) != want {
+			t.Fatalf("%d bytes: read %d bytes, %v", n, len(got), err)
+		}
+	}
+	if _, err := readSmall(filepath.Join(d, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a missing file: %v, want os.ErrNotExist", err)
 	}
 }
