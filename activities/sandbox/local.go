@@ -168,6 +168,7 @@ func (l *Local) save(sb Sandbox) error {
 		return errorf(CodeFileOperation, err, "save sandbox %q", sb.Name)
 	}
 	if err := syscall.Rename(f.Name(), l.statePath(sb.Name)); err != nil { // os.Rename would stat the target first
+		err = &os.LinkError{Op: "rename", Old: f.Name(), New: l.statePath(sb.Name), Err: err}
 		_ = os.Remove(f.Name())
 		l.remember(sb.Name, Sandbox{}, nil)
 		return err
