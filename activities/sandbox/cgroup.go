@@ -64,7 +64,7 @@ var layout = sync.OnceValue(func() cgroupLayout {
 			cs = append(cs, c)
 		}
 	}
-	return cgroupLayout{controllers: cs}
+	return cgroupLayout{controllers: cs[:len(cs):len(cs)]} // an append copies
 })
 
 // rmdir removes an empty directory (a group the kernel lets go: no process
