@@ -167,7 +167,7 @@ func (l *Local) startBwrap(sb Sandbox, p *execPlan, r *running, n *sandboxNet, s
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL,
 		Credential: &syscall.Credential{Uid: host, Gid: host}} // no supplementary groups
 	env := p.env
-	if r.group != nil && !r.group.v2 && !r.group.hasLauncher() && !traceJoin(r.group) {
+	if r.group.needsShim() {
 		// The shim writes into root's cgroup files, so it runs as root
 		// and setpriv makes it the host user before bwrap. Both get none of
 		// the step's variables (LD_PRELOAD would choose what a root process
@@ -182,11 +182,5 @@ func (l *Local) startBwrap(sb Sandbox, p *execPlan, r *running, n *sandboxNet, s
 	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: "/", Env: env, Stdout: stdout, Stderr: stderr, ExtraFiles: fds.files,
 		SysProcAttr: attr}
-	closeFD, err := useCgroupFD(cmd, r.group)
-	if err != nil {
-		return errorf(CodeExecFailed, err, "open the command's cgroup")
-	}
-	defer closeFD()
-	r.cmd = cmd
-	return startOn(cmd, n, r, p.argv[0], st.mount)
+	return startIn(cmd, n, r, p.argv[0], st.mount)
 }

@@ -305,7 +305,7 @@ func (l *Local) startIn(sb Sandbox, p *execPlan, r *running, n *sandboxNet) erro
 // a shim.
 func startHost(p *execPlan, r *running, n *sandboxNet, stdout, stderr *os.File) error {
 	argv := p.argv
-	if r.group != nil && !r.group.v2 && !r.group.hasLauncher() && !traceJoin(r.group) {
+	if r.group.needsShim() {
 		argv = shim(r.group.procsFiles(), argv)
 	}
 	path, _ := exec.LookPath(argv[0])
@@ -316,13 +316,19 @@ func startHost(p *execPlan, r *running, n *sandboxNet, stdout, stderr *os.File) 
 	// for why the forking thread is pinned).
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: p.dir, Env: p.env, Stdout: stdout, Stderr: stderr,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}}
+	return startIn(cmd, n, r, p.argv[0], nil)
+}
+
+// startIn starts cmd in r's group (on cgroup v2 cloned straight into it,
+// useCgroupFD) and in n, as startOn does, and makes it r's command.
+func startIn(cmd *exec.Cmd, n *sandboxNet, r *running, name string, before func() error) error {
 	closeFD, err := useCgroupFD(cmd, r.group)
 	if err != nil {
 		return errorf(CodeExecFailed, err, "open the command's cgroup")
 	}
 	defer closeFD()
 	r.cmd = cmd
-	return startOn(cmd, n, r, p.argv[0], nil)
+	return startOn(cmd, n, r, name, before)
 }
 
 // startOn starts cmd in n (nil: the host's network) from a thread of its

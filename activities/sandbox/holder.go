@@ -224,19 +224,13 @@ func (l *Local) startEntered(p *execPlan, r *running, h *holder, n *sandboxNet, 
 	}
 	argv = append(argv, p.argv...)
 	path := nsenter
-	if r.group != nil && !r.group.v2 && !r.group.hasLauncher() && !traceJoin(r.group) {
+	if r.group.needsShim() {
 		argv, path = shim(r.group.procsFiles(), argv), "/bin/sh"
 	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: "/", Env: env, Stdout: stdout, Stderr: stderr,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}}
-	closeFD, err := useCgroupFD(cmd, r.group)
-	if err != nil {
-		return errorf(CodeExecFailed, err, "open the command's cgroup")
-	}
-	defer closeFD()
-	r.cmd = cmd
 	r.entered = true
-	return startOn(cmd, n, r, p.argv[0], nil)
+	return startIn(cmd, n, r, p.argv[0], nil)
 }
 
 // makeHolder starts a holder for the sandbox's commands with p's mounts

@@ -168,6 +168,14 @@ const launchersAhead = 2
 // hasLauncher tells whether the group has a launcher for its next command.
 func (g *execGroup) hasLauncher() bool { return g != nil && len(g.lns) > 0 }
 
+// needsShim tells whether a command joins g through the shim, which
+// writes its own pid into the group's cgroup.procs files before it execs
+// the command: on cgroup v1, when no launcher thread is in the group to
+// fork it there and it cannot be traced in (tracejoin.go).
+func (g *execGroup) needsShim() bool {
+	return g != nil && !g.v2 && !g.hasLauncher() && !traceJoin(g)
+}
+
 // takeLauncher returns the group's next launcher, once it has joined, and
 // takes it from the group (a launcher starts one command); nil when the
 // group has none or its join failed (the others are retired then).
