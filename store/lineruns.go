@@ -252,6 +252,7 @@ func (s *Store) FindLineRunsByDelivery(ctx context.Context, source, deliveryID s
 
 // UpdateLineRun changes a line run by a read-modify-write in one transaction.
 func (s *Store) UpdateLineRun(ctx context.Context, id string, change func(*LineRun) error) (LineRun, error) {
+	defer s.docs.forget(lineKey(id))
 	var out LineRun
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var m lineRunModel

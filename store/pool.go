@@ -10,7 +10,7 @@ import (
 	"gorm.io/plugin/dbresolver"
 )
 
-// Pool sizes the store's connection pools.
+// Pool sizes the store's connection pools and its cache of finished runs.
 type Pool struct {
 	// MaxOpenConns caps the PostgreSQL connections; MaxIdleConns is how
 	// many connections of a pool stay open while idle.
@@ -25,11 +25,16 @@ type Pool struct {
 	// single writer: SQLite in WAL mode lets readers run while one writer
 	// writes, so reads do not queue behind writes.
 	SQLiteReaders int
+	// FinishedRunCacheTTL is how long a finished run's document, once
+	// read, is served from memory (0 = never; see doccache.go): how stale
+	// a write to a finished run by another process may be seen.
+	FinishedRunCacheTTL time.Duration
 }
 
 // DefaultPool is the pool Open uses.
 func DefaultPool() Pool {
-	return Pool{MaxOpenConns: 32, MaxIdleConns: 32, ConnMaxLifetime: 30 * time.Minute, ConnMaxIdleTime: 5 * time.Minute, SQLiteReaders: 4}
+	return Pool{MaxOpenConns: 32, MaxIdleConns: 32, ConnMaxLifetime: 30 * time.Minute, ConnMaxIdleTime: 5 * time.Minute, SQLiteReaders: 4,
+		FinishedRunCacheTTL: time.Second}
 }
 
 func (p Pool) apply(db *sql.DB, maxOpen int) {
@@ -50,6 +55,8 @@ func (p Pool) Validate() error {
 		return fmt.Errorf("SQLite readers %d: not negative", p.SQLiteReaders)
 	case p.ConnMaxLifetime < 0 || p.ConnMaxIdleTime < 0:
 		return fmt.Errorf("connection lifetimes must not be negative")
+	case p.FinishedRunCacheTTL < 0:
+		return fmt.Errorf("finished run cache TTL %s: not negative", p.FinishedRunCacheTTL)
 	}
 	return nil
 }

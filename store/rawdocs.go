@@ -7,37 +7,45 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
+
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
-// GetLineRunJSON returns a line run's stored JSON document as is.
+// GetLineRunJSON returns a line run's stored JSON document as is; a
+// finished run's from the cache when it has been read lately (doccache.go).
+// The returned document may be shared and must not be changed.
 func (s *Store) GetLineRunJSON(ctx context.Context, id string) (json.RawMessage, error) {
-	return s.rawDoc(ctx, lineRunDoc, id, "line run")
-}
-
-// lineRunDoc reads a line run's document: SQLite's and PostgreSQL's (jsonb
-// comes back as text anyway; say so for the driver).
-var lineRunDoc = [2]string{"SELECT doc FROM line_runs WHERE id = ?", "SELECT doc::text FROM line_runs WHERE id = ?"}
-
-func (s *Store) rawDoc(ctx context.Context, query [2]string, id, what string) (json.RawMessage, error) {
-	q := query[0]
-	if s.postgres {
-		q = query[1]
+	doc, gen, ok := s.docs.get(lineKey(id))
+	if ok {
+		return doc, nil
 	}
-	var doc json.RawMessage
+	q := lineRunDoc[0]
+	if s.postgres {
+		q = lineRunDoc[1]
+	}
+	var finished bool
 	found, err := s.readRow(ctx, q, id, func(cols [][]byte) error {
 		if len(cols[0]) > 0 {
 			doc = append(make(json.RawMessage, 0, len(cols[0])), cols[0]...)
 		}
+		finished = run.LineRun.Terminal(run.Status(cols[1]))
 		return nil
 	})
 	if err == nil && (!found || len(doc) == 0) {
-		return nil, fmt.Errorf("%s %q: %w", what, id, ErrNotFound)
+		return nil, fmt.Errorf("line run %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return nil, translate(err, fmt.Sprintf("%s %q", what, id))
+		return nil, translate(err, fmt.Sprintf("line run %q", id))
+	}
+	if finished {
+		s.docs.put(lineKey(id), doc, gen)
 	}
 	return doc, nil
 }
+
+// lineRunDoc reads a line run's document and status: SQLite's and
+// PostgreSQL's (jsonb comes back as text anyway; say so for the driver).
+var lineRunDoc = [2]string{"SELECT doc, status FROM line_runs WHERE id = ?", "SELECT doc::text, status FROM line_runs WHERE id = ?"}
 
 // lineRunListDrops are the keys a line-run listing leaves out of each run:
 // the details only GET /factory/line-runs/{id} shows, and the raw webhook

@@ -176,6 +176,7 @@ func (s *Store) ListJobRuns(ctx context.Context, f JobRunFilter) ([]JobRun, erro
 // concurrent updates are never lost. Only the timeline entries the change
 // touched are written back.
 func (s *Store) UpdateJobRun(ctx context.Context, id string, change func(*JobRun) error) (JobRun, error) {
+	defer s.docs.forget(jobKey(id))
 	var out JobRun
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var m jobRunModel

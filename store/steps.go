@@ -11,6 +11,8 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
+
+	"github.com/linefactory/linefactory/manifests/run"
 )
 
 // A job run's step timeline is stored beside its document, one row per
@@ -233,6 +235,7 @@ func (s *Store) withTimelines(ctx context.Context, runs []JobRun) error {
 // of four (BEGIN, SELECT FOR UPDATE, UPDATE, COMMIT); on SQLite, fixed
 // statements prepared once instead of GORM's.
 func (s *Store) UpdateJobRunStep(ctx context.Context, runID, task, step string, change func(*StepTimelineEntry)) error {
+	defer s.docs.forget(jobKey(runID))
 	what := fmt.Sprintf("step %s/%s of job run %q", task, step, runID)
 	for {
 		var (
@@ -302,6 +305,7 @@ func (s *Store) UpdateJobRunSteps(ctx context.Context, runID string, changes []S
 }
 
 func (s *Store) updateJobRunSteps(ctx context.Context, runID string, changes []StepChange) error {
+	defer s.docs.forget(jobKey(runID))
 	what := fmt.Sprintf("steps of job run %q", runID)
 	for {
 		got, err := s.readStepEntries(ctx, runID, changes)
@@ -518,6 +522,7 @@ func (s *Store) MarkJobRunStep(ctx context.Context, runID, task, step string, ch
 }
 
 func (s *Store) updateJobRunStep(ctx context.Context, runID, task, step string, async bool, change func(*StepTimelineEntry)) error {
+	defer s.docs.forget(jobKey(runID))
 	what := fmt.Sprintf("step %s/%s of job run %q", task, step, runID)
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if async && s.postgres {
@@ -552,26 +557,33 @@ func (s *Store) updateJobRunStep(ctx context.Context, runID, task, step string, 
 // and its entries' JSON joined by commas, in order.
 func (s *Store) splicedJobRun() string {
 	if s.postgres {
-		return `SELECT j.doc::text, (SELECT string_agg(s.entry, ',' ORDER BY s.pos) FROM job_run_steps s WHERE s.run_id = j.id)
+		return `SELECT j.doc::text, (SELECT string_agg(s.entry, ',' ORDER BY s.pos) FROM job_run_steps s WHERE s.run_id = j.id), j.status
 			FROM job_runs j WHERE j.id = ?`
 	}
-	return `SELECT j.doc, (SELECT group_concat(s.entry, ',' ORDER BY s.pos) FROM job_run_steps s WHERE s.run_id = j.id)
+	return `SELECT j.doc, (SELECT group_concat(s.entry, ',' ORDER BY s.pos) FROM job_run_steps s WHERE s.run_id = j.id), j.status
 		FROM job_runs j WHERE j.id = ?`
 }
 
 // GetJobRunJSON returns a job run as GetJobRun would encode it, from the
 // stored JSON as is: the document with its timeline entries spliced in as
 // "step_timeline" (the document never holds that key). The response is
-// built from the row as read, in one allocation.
+// built from the row as read, in one allocation. A finished run's comes
+// from the cache when it has been read lately (doccache.go); the returned
+// document may be shared and must not be changed.
 func (s *Store) GetJobRunJSON(ctx context.Context, id string) (json.RawMessage, error) {
-	var (
-		out json.RawMessage
-		ok  bool
-	)
+	out, gen, ok := s.docs.get(jobKey(id))
+	if ok {
+		return out, nil
+	}
+	var finished bool
 	found, err := s.readRow(ctx, s.splicedJobRun(), id, func(cols [][]byte) error {
 		out, ok = spliceTimeline(cols[0], cols[1])
+		finished = run.JobRun.Terminal(run.Status(cols[2]))
 		return nil
 	})
+	if ok && finished {
+		s.docs.put(jobKey(id), out, gen)
+	}
 	if err == nil && !found {
 		return nil, fmt.Errorf("job run %q: %w", id, ErrNotFound)
 	}

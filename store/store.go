@@ -40,6 +40,7 @@ type Store struct {
 	stmts    stmtCache
 	wstmts   stmtCache // the SQLite writer's (steps.go)
 	postgres bool
+	docs     *docCache // finished runs' documents (nil: none kept)
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 }
@@ -107,7 +108,7 @@ func OpenPool(ctx context.Context, dsn string, pool Pool) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{db: db, readers: readers, postgres: pg, Now: func() time.Time { return time.Now().UTC() }}
+	s := &Store{db: db, readers: readers, postgres: pg, docs: newDocCache(pool.FinishedRunCacheTTL), Now: func() time.Time { return time.Now().UTC() }}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err

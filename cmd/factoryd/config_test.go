@@ -100,15 +100,16 @@ func TestPoolFromEnv(t *testing.T) {
 	t.Setenv("FACTORY_DB_CONN_MAX_LIFETIME", "10m")
 	t.Setenv("FACTORY_DB_CONN_MAX_IDLE_TIME", "0")
 	t.Setenv("FACTORY_SQLITE_READERS", "0")
+	t.Setenv("FACTORY_FINISHED_RUN_CACHE_TTL", "0")
 	p, err := poolFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.MaxOpenConns != 8 || p.MaxIdleConns != 4 || p.ConnMaxLifetime != 10*time.Minute || p.ConnMaxIdleTime != 0 || p.SQLiteReaders != 0 {
+	if p.MaxOpenConns != 8 || p.MaxIdleConns != 4 || p.ConnMaxLifetime != 10*time.Minute || p.ConnMaxIdleTime != 0 || p.SQLiteReaders != 0 || p.FinishedRunCacheTTL != 0 {
 		t.Fatalf("pool %+v", p)
 	}
 	for name, bad := range map[string]string{"FACTORY_DB_MAX_OPEN_CONNS": "0", "FACTORY_DB_MAX_IDLE_CONNS": "-1",
-		"FACTORY_DB_CONN_MAX_LIFETIME": "soon", "FACTORY_SQLITE_READERS": "x"} {
+		"FACTORY_DB_CONN_MAX_LIFETIME": "soon", "FACTORY_SQLITE_READERS": "x", "FACTORY_FINISHED_RUN_CACHE_TTL": "-1s"} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(name, bad)
 			if _, err := poolFromEnv(); err == nil || !strings.Contains(err.Error(), name) && !strings.Contains(err.Error(), "at least 1") {

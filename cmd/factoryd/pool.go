@@ -16,6 +16,7 @@ import (
 //	FACTORY_DB_CONN_MAX_LIFETIME   a connection is replaced after (30m; 0 = never)
 //	FACTORY_DB_CONN_MAX_IDLE_TIME  an idle connection is closed after (5m; 0 = never)
 //	FACTORY_SQLITE_READERS         SQLite read-only connections beside the one writer (4)
+//	FACTORY_FINISHED_RUN_CACHE_TTL a finished run's document is served from memory for (1s; 0 = never)
 func poolFromEnv() (store.Pool, error) {
 	p := store.DefaultPool()
 	for _, v := range []struct {
@@ -35,7 +36,7 @@ func poolFromEnv() (store.Pool, error) {
 	for _, v := range []struct {
 		name string
 		dst  *time.Duration
-	}{{"FACTORY_DB_CONN_MAX_LIFETIME", &p.ConnMaxLifetime}, {"FACTORY_DB_CONN_MAX_IDLE_TIME", &p.ConnMaxIdleTime}} {
+	}{{"FACTORY_DB_CONN_MAX_LIFETIME", &p.ConnMaxLifetime}, {"FACTORY_DB_CONN_MAX_IDLE_TIME", &p.ConnMaxIdleTime}, {"FACTORY_FINISHED_RUN_CACHE_TTL", &p.FinishedRunCacheTTL}} {
 		raw := os.Getenv(v.name)
 		if raw == "" {
 			continue
