@@ -406,8 +406,14 @@ type RunStepInput struct {
 	// not know it writes the end itself, as before.
 	DeferEnd bool `json:",omitempty"`
 	// Ends are earlier steps' ends this step writes while its command
-	// starts, with its own start.
-	Ends []StepEnd `json:",omitempty"`
+	// starts, with its own start. On PostgreSQL that write's commit does
+	// not wait for the disk (store.MarkJobRunSteps) unless Durable: the
+	// workflow keeps the ends so written and hands them again to a later
+	// write that waits, a Durable step's or FinishRun's, so a database
+	// crash loses none of them for good. A worker that does not know
+	// Durable writes them durably, as before.
+	Ends    []StepEnd `json:",omitempty"`
+	Durable bool      `json:",omitempty"`
 }
 
 // StepEnd is how a step that succeeded ended, written to its timeline
@@ -415,7 +421,8 @@ type RunStepInput struct {
 // step then costs one write of the run record on the step's path (its
 // start, while its command starts) instead of two (the end, after it, on
 // PostgreSQL a commit that waits for the disk). The workflow keeps it until
-// a write that carries it has completed, so a lost activity loses no end.
+// a write that carries it has completed, so a lost activity loses no end,
+// and then until a durable write has carried it (RunStepInput.Durable).
 type StepEnd struct {
 	Task, Step  string
 	CompletedAt time.Time
@@ -567,15 +574,18 @@ func (a *Activities) markStep(ctx context.Context, in RunStepInput, change func(
 }
 
 // stepsPatcher is a store that changes several timeline entries in one
-// write (store.Store does).
+// write (store.Store does); MarkJobRunSteps is that write when a database
+// crash may lose it.
 type stepsPatcher interface {
 	UpdateJobRunSteps(ctx context.Context, runID string, changes []store.StepChange) error
+	MarkJobRunSteps(ctx context.Context, runID string, changes []store.StepChange) error
 }
 
 // endAndMark writes the ends a step carries (StepEnd) and the step's start
-// (mark): in one write where the store can (the ends are durable, so the
-// write is), else the ends first. Either way a reader never sees the step
-// running while one before it still is.
+// (mark): in one write where the store can (one that may be lost in a
+// database crash unless in.Durable: the workflow carries the ends to a
+// later durable write), else the ends first. Either way a reader never
+// sees the step running while one before it still is.
 func (a *Activities) endAndMark(ctx context.Context, in RunStepInput, mark func(*store.StepTimelineEntry)) {
 	if st, ok := a.Store.(stepsPatcher); ok {
 		changes := make([]store.StepChange, 0, len(in.Ends)+1)
@@ -583,7 +593,11 @@ func (a *Activities) endAndMark(ctx context.Context, in RunStepInput, mark func(
 			changes = append(changes, store.StepChange{Task: end.Task, Step: end.Step, Change: end.apply})
 		}
 		changes = append(changes, store.StepChange{Task: in.Task, Step: in.Step, Change: mark})
-		if err := st.UpdateJobRunSteps(ctx, in.RunID, changes); err != nil && a.Logger != nil {
+		write := st.MarkJobRunSteps
+		if in.Durable {
+			write = st.UpdateJobRunSteps
+		}
+		if err := write(ctx, in.RunID, changes); err != nil && a.Logger != nil {
 			a.Logger.Warn("update step timeline", slog.String("run_id", in.RunID), slog.String("error", err.Error()))
 		}
 		return

@@ -296,7 +296,7 @@ const maxStepChanges = 16
 func (s *Store) UpdateJobRunSteps(ctx context.Context, runID string, changes []StepChange) error {
 	for len(changes) > 0 {
 		n := min(len(changes), maxStepChanges)
-		if err := s.updateJobRunSteps(ctx, runID, changes[:n]); err != nil {
+		if err := s.updateJobRunSteps(ctx, runID, changes[:n], false); err != nil {
 			return err
 		}
 		changes = changes[n:]
@@ -304,7 +304,9 @@ func (s *Store) UpdateJobRunSteps(ctx context.Context, runID string, changes []S
 	return nil
 }
 
-func (s *Store) updateJobRunSteps(ctx context.Context, runID string, changes []StepChange) error {
+// updateJobRunSteps is UpdateJobRunSteps of at most maxStepChanges
+// changes; lazy writes them on the store's lazy connections.
+func (s *Store) updateJobRunSteps(ctx context.Context, runID string, changes []StepChange, lazy bool) error {
 	defer s.docs.forget(jobKey(runID))
 	what := fmt.Sprintf("steps of job run %q", runID)
 	for {
@@ -317,7 +319,7 @@ func (s *Store) updateJobRunSteps(ctx context.Context, runID string, changes []S
 			return err
 		}
 		q, args := stepRewriteStatement(runID, rewrites)
-		done, err := s.writeReturning(ctx, q, args...)
+		done, err := s.writeReturning(ctx, lazy, q, args...)
 		if err != nil {
 			return translate(err, what)
 		}
@@ -434,11 +436,14 @@ func stepRewriteStatement(runID string, rewrites []stepRewrite) (string, []any) 
 
 // writeReturning runs a fixed statement that changes rows and returns the
 // integer its RETURNING clause gives for each row changed (on the writer,
-// as write).
-func (s *Store) writeReturning(ctx context.Context, query string, args ...any) (map[int]bool, error) {
+// as write, or with lazy on PostgreSQL on the lazy connections).
+func (s *Store) writeReturning(ctx context.Context, lazy bool, query string, args ...any) (map[int]bool, error) {
 	w, err := s.writer(ctx, query)
 	if err != nil {
 		return nil, err
+	}
+	if lazy {
+		w.db = s.lazy
 	}
 	rows, err := w.query(ctx, args...)
 	if err != nil {
@@ -507,50 +512,29 @@ func (w writerStmt) query(ctx context.Context, args ...any) (*sql.Rows, error) {
 // MarkJobRunStep is UpdateJobRunStep for a change whose loss in a database
 // crash is no worse than its not having been made, such as a step's start
 // (the step is then seen as not started yet, as if the crash had come a
-// moment earlier): on PostgreSQL its commit does not wait for the WAL to
-// reach the disk (synchronous_commit off for that transaction, in which the
-// entry is read locked and rewritten), which saves a flush per step. The
-// database stays consistent; the next synchronous commit, such as the
-// step's end, makes it durable with everything before it. SQLite in WAL
-// mode with synchronous=NORMAL never waits for one: there it is
-// UpdateJobRunStep.
+// moment earlier): it is MarkJobRunSteps of that one change.
 func (s *Store) MarkJobRunStep(ctx context.Context, runID, task, step string, change func(*StepTimelineEntry)) error {
-	if !s.postgres {
-		return s.UpdateJobRunStep(ctx, runID, task, step, change)
-	}
-	return s.updateJobRunStep(ctx, runID, task, step, true, change)
+	return s.MarkJobRunSteps(ctx, runID, []StepChange{{Task: task, Step: step, Change: change}})
 }
 
-func (s *Store) updateJobRunStep(ctx context.Context, runID, task, step string, async bool, change func(*StepTimelineEntry)) error {
-	defer s.docs.forget(jobKey(runID))
-	what := fmt.Sprintf("step %s/%s of job run %q", task, step, runID)
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if async && s.postgres {
-			if err := tx.Exec("SET LOCAL synchronous_commit = off").Error; err != nil {
-				return err
-			}
-		}
-		var row jobRunStepModel
-		err := s.forUpdate(tx).Select("pos", "entry").Where("run_id = ? AND task_name = ? AND name = ?", runID, task, step).
-			Order("pos").Limit(1).Take(&row).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return nil
-		}
-		if err != nil {
+// MarkJobRunSteps is UpdateJobRunSteps for changes that a database crash
+// may lose, because the caller can make them again (a job run carries its
+// steps' ends until a durable write, see activities.StepEnd) or because
+// their loss is no worse than their not having been made: on PostgreSQL
+// the statement runs on a connection whose commits do not wait for the WAL
+// to reach the disk (synchronous_commit off), which saves a flush per step.
+// The database stays consistent, and the next commit that waits, anyone's,
+// makes it durable with everything before it. SQLite in WAL mode with
+// synchronous=NORMAL never waits for one: there it is UpdateJobRunSteps.
+func (s *Store) MarkJobRunSteps(ctx context.Context, runID string, changes []StepChange) error {
+	for len(changes) > 0 {
+		n := min(len(changes), maxStepChanges)
+		if err := s.updateJobRunSteps(ctx, runID, changes[:n], s.lazy != nil); err != nil {
 			return err
 		}
-		var e StepTimelineEntry
-		if err := json.Unmarshal([]byte(row.Entry), &e); err != nil {
-			return err
-		}
-		change(&e)
-		b, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		return tx.Model(&jobRunStepModel{}).Where("run_id = ? AND pos = ?", runID, row.Pos).Update("entry", string(b)).Error
-	})
-	return translate(err, what)
+		changes = changes[n:]
+	}
+	return nil
 }
 
 // splicedJobRun is the query GetJobRunJSON reads a run with: its document

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -351,7 +352,11 @@ func TestUpdateJobRunSteps(t *testing.T) {
 			wg.Add(2)
 			go func(i int) {
 				defer wg.Done()
-				err := st.UpdateJobRunSteps(ctx, r.ID, []store.StepChange{
+				write := st.UpdateJobRunSteps
+				if i%2 == 1 { // on PostgreSQL its lazy connections
+					write = st.MarkJobRunSteps
+				}
+				err := write(ctx, r.ID, []store.StepChange{
 					{Task: "a", Step: "s0", Change: appendAttempt(i + 1)},
 					{Task: "a", Step: "s1", Change: appendAttempt(i + 1)},
 					{Task: "a", Step: "nope", Change: appendAttempt(i + 1)},
@@ -424,4 +429,47 @@ func TestUpdateJobRunSteps(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestMarkJobRunStepsLazyCommit: on PostgreSQL MarkJobRunSteps writes on
+// connections whose commits do not wait for the disk, the other writes on
+// ones that do; what it writes is read back at once.
+func TestMarkJobRunStepsLazyCommit(t *testing.T) {
+	st := storetest.Postgres(t)
+	ctx := context.Background()
+	setting := func(db interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) string {
+		var v string
+		if err := db.QueryRowContext(ctx, "SHOW synchronous_commit").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	main, err := store.DBForTest(st).DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, lazy := setting(main), setting(store.LazyDBForTest(st)); got != "on" || lazy != "off" {
+		t.Fatalf("synchronous_commit: %s on the store's connections, %s on the lazy ones", got, lazy)
+	}
+	r, err := st.CreateJobRun(ctx, store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: "running",
+		StepTimeline: []store.StepTimelineEntry{{Name: "s0", TaskName: "t", Status: "pending"}, {Name: "s1", TaskName: "t", Status: "pending"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.MarkJobRunSteps(ctx, r.ID, []store.StepChange{
+		{Task: "t", Step: "s0", Change: func(e *store.StepTimelineEntry) { e.Status = "succeeded" }},
+		{Task: "t", Step: "s1", Change: func(e *store.StepTimelineEntry) { e.Status = "running" }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetJobRun(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.StepTimeline[0].Status != "succeeded" || got.StepTimeline[1].Status != "running" {
+		t.Fatalf("timeline %+v", got.StepTimeline)
+	}
 }

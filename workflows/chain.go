@@ -60,7 +60,7 @@ type JobRunResume struct {
 	// Runs counts the Temporal runs of the chain before this one, Steps the
 	// steps they ran.
 	Runs, Steps int
-	// Ends are steps' ends no write carried yet (runTaskStep).
+	// Ends are steps' ends not written durably yet (stepEnds).
 	Ends []activities.StepEnd `json:",omitempty"`
 }
 
@@ -118,7 +118,7 @@ func (jr *jobRun) resume(ctx workflow.Context) {
 	if r == nil {
 		return
 	}
-	jr.deadline, jr.ends = r.Deadline, r.Ends
+	jr.deadline, jr.ends.pending = r.Deadline, r.Ends
 	for i, p := range r.Tasks {
 		if i < len(jr.outcomes) {
 			jr.outcomes[i] = p.outcome()
@@ -163,7 +163,7 @@ func (jr *jobRun) resumeSize() int {
 
 // carry is what the next run of the chain needs to go on.
 func (jr *jobRun) carry() *JobRunResume {
-	r := &JobRunResume{Deadline: jr.deadline, Runs: 1, Steps: jr.stepsRun, Ends: jr.ends}
+	r := &JobRunResume{Deadline: jr.deadline, Runs: 1, Steps: jr.stepsRun, Ends: jr.ends.all()}
 	if old := jr.in.Resume; old != nil {
 		r.Runs, r.Steps, r.Stop = old.Runs+1, old.Steps+jr.stepsRun, old.Stop
 	}

@@ -132,9 +132,17 @@ func TestJobRunContinuesAsNewInOrder(t *testing.T) {
 		t.Fatalf("second run resumes from %+v", r)
 	}
 	// The paused step's end, which the next step's start would have
-	// written, goes with the chain.
-	if len(r.Ends) != 1 || r.Ends[0].Task != "t0" || r.Ends[0].Step != "s2" || r.Ends[0].Status != run.Succeeded {
-		t.Fatalf("second run carries the ends %+v", r.Ends)
+	// written, goes with the chain, after the ends written but not
+	// durably (the next steps' starts), for a durable write to carry again.
+	var carried []string
+	for _, e := range r.Ends {
+		if e.Task != "t0" || e.Status != run.Succeeded {
+			t.Fatalf("second run carries the ends %+v", r.Ends)
+		}
+		carried = append(carried, e.Step)
+	}
+	if strings.Join(carried, ",") != "s0,s1,s2" {
+		t.Fatalf("second run carries the ends of %v, want s0,s1 written and s2 not", carried)
 	}
 	if r := c.inputs[2].Resume; r.Runs != 2 || r.Steps != 6 || r.Tasks[0].State != taskDone || r.Tasks[1].Next != 2 {
 		t.Fatalf("third run resumes from %+v", r)

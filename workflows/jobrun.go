@@ -181,8 +181,8 @@ type jobRun struct {
 	// local: the run acquires quick provisions and tears down as local
 	// activities (localSandboxChange), and takes the changes before it.
 	local bool
-	// ends are steps' ends no write has carried yet (runTaskStep).
-	ends []activities.StepEnd
+	// ends are steps' ends not written durably yet (runTaskStep).
+	ends stepEnds
 	chain
 }
 
@@ -211,7 +211,7 @@ func (jr *jobRun) start() error {
 // finish tears down what the run leaves behind and records how it ended.
 func (jr *jobRun) finish(fin activities.FinishRunInput) (JobRunResult, error) {
 	dctx, _ := workflow.NewDisconnectedContext(jr.bookCtx)
-	fin.RunID, fin.Manifest, fin.Ends = jr.in.RunID, jr.m, jr.ends
+	fin.RunID, fin.Manifest, fin.Ends = jr.in.RunID, jr.m, jr.ends.all()
 	teardown := jr.m.Run.TeardownOnComplete != nil && *jr.m.Run.TeardownOnComplete
 	if teardown {
 		teardownRouted(dctx, jr.remote, "")
@@ -486,11 +486,59 @@ func stepContext(ctx workflow.Context, timeout time.Duration) workflow.Context {
 // in out; false when the task cannot go on (the step failed or was
 // interrupted).
 //
-// ends are steps' ends not written yet (activities.StepEnd): this step's
-// activity writes them, and a step that succeeds and is followed by
+// maxLazyEnds is how many steps' ends a job run keeps written but not
+// durably (stepEnds) before a step's write is made durable.
+const maxLazyEnds = 16
+
+// stepEnds are a job run's steps' ends (activities.StepEnd) until written
+// durably: pending no write has carried yet; lazy carried by a write that a
+// database crash may lose (activities.RunStepInput.Durable), written again
+// (a no-op unless lost) by the next durable write: a step's once there are
+// maxLazyEnds of them, or FinishRun's.
+type stepEnds struct {
+	pending, lazy []activities.StepEnd
+}
+
+// take returns the ends a step's write carries and whether it is durable.
+func (e *stepEnds) take() ([]activities.StepEnd, bool) {
+	if len(e.lazy) >= maxLazyEnds {
+		return e.all(), true
+	}
+	return slices.Clone(e.pending), false
+}
+
+// written records that a step's write carried ends (durably or not) and
+// adds the step's own end, if it left one.
+func (e *stepEnds) written(ends []activities.StepEnd, durable bool, own *activities.StepEnd) {
+	carried := func(x activities.StepEnd) bool {
+		return slices.ContainsFunc(ends, func(w activities.StepEnd) bool { return w.Task == x.Task && w.Step == x.Step })
+	}
+	// Those that were taken go (others may have been added meanwhile by
+	// steps of other tasks).
+	e.pending = slices.DeleteFunc(e.pending, carried)
+	if durable {
+		e.lazy = slices.DeleteFunc(e.lazy, carried)
+	} else {
+		for _, x := range ends { // steps of two tasks may carry the same
+			if !slices.ContainsFunc(e.lazy, func(w activities.StepEnd) bool { return w.Task == x.Task && w.Step == x.Step }) {
+				e.lazy = append(e.lazy, x)
+			}
+		}
+	}
+	if own != nil {
+		e.pending = append(e.pending, *own)
+	}
+}
+
+// all are the ends a durable write carries.
+func (e *stepEnds) all() []activities.StepEnd { return slices.Concat(e.lazy, e.pending) }
+
+// ends are steps' ends not written durably yet (activities.StepEnd): this
+// step's activity writes them, and a step that succeeds and is followed by
 // another of its task leaves its own there. Those this step took stay
-// until its activity has completed (one that did not run wrote nothing).
-func runTaskStep(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti, si int, sbCfg *manifests.SandboxConfig, params map[string]any, claims map[string][]string, out *taskOutcome, ends *[]activities.StepEnd) bool {
+// until its activity has completed (one that did not run wrote nothing),
+// and then until a durable write has carried them (stepEnds).
+func runTaskStep(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti, si int, sbCfg *manifests.SandboxConfig, params map[string]any, claims map[string][]string, out *taskOutcome, ends *stepEnds) bool {
 	task := m.Run.Tasks[ti]
 	step := task.Steps[si]
 	name := manifests.StepName(task, si)
@@ -511,19 +559,13 @@ func runTaskStep(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest,
 		Sandbox: out.sandbox.Name, Workdir: workdir, Params: params, Claimed: claims[name],
 		OutputSpecs: m.Outputs, TimeoutSeconds: int(timeout / time.Second),
 		Vcpus: out.sandbox.Vcpus, MemoryMB: out.sandbox.MemoryMB, NextStep: si+1 < len(task.Steps),
-		DeferEnd: true, Ends: slices.Clone(*ends),
+		DeferEnd: true,
 	}
+	req.Ends, req.Durable = ends.take()
 	var res activities.RunStepResult
 	err := routed(sctx, out.sandbox.Queue, out.sandbox.WorkerID, a.RunStep, req, &res)
 	if err == nil { // the activity completed (not a gone worker's result below)
-		// Written: those that were taken go (others may have been added
-		// meanwhile by steps of other tasks).
-		*ends = slices.DeleteFunc(*ends, func(e activities.StepEnd) bool {
-			return slices.ContainsFunc(req.Ends, func(w activities.StepEnd) bool { return w.Task == e.Task && w.Step == e.Step })
-		})
-		if res.End != nil {
-			*ends = append(*ends, *res.End)
-		}
+		ends.written(req.Ends, req.Durable, res.End)
 	}
 	if wg := (*errWorkerGone)(nil); errors.As(err, &wg) {
 		res, err = activities.WorkerGone(task.Name, name, out.sandbox.Name, wg.loc.WorkerID, wg.loc.SeenAt), nil

@@ -1,0 +1,58 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/linefactory/linefactory/store"
+	"github.com/linefactory/linefactory/store/storetest"
+)
+
+// BenchmarkStepWrite: a job step's one write on its path (the previous
+// step's end and its own start, activities.endAndMark), durable
+// (UpdateJobRunSteps) and lazy (MarkJobRunSteps: on PostgreSQL a commit
+// that does not wait for the disk), on SQLite and PostgreSQL.
+func BenchmarkStepWrite(b *testing.B) {
+	for _, db := range []struct {
+		name string
+		open func(testing.TB) *store.Store
+	}{{"sqlite", storetest.SQLite}, {"postgres", storetest.Postgres}} {
+		b.Run(db.name, func(b *testing.B) {
+			st := db.open(b)
+			ctx := context.Background()
+			const steps = 64
+			timeline := make([]store.StepTimelineEntry, steps)
+			for i := range timeline {
+				timeline[i] = store.StepTimelineEntry{Name: fmt.Sprintf("s%d", i), TaskName: "t", Action: "exec", Status: "pending"}
+			}
+			for _, w := range []struct {
+				name  string
+				write func(context.Context, string, []store.StepChange) error
+			}{{"durable", st.UpdateJobRunSteps}, {"lazy", st.MarkJobRunSteps}} {
+				b.Run(w.name, func(b *testing.B) {
+					var runID string
+					for i := 0; i < b.N; i++ {
+						s := i % steps
+						if s == 0 {
+							b.StopTimer()
+							r, err := st.CreateJobRun(ctx, store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: "running", StepTimeline: timeline})
+							if err != nil {
+								b.Fatal(err)
+							}
+							runID = r.ID
+							b.StartTimer()
+						}
+						changes := []store.StepChange{{Task: "t", Step: fmt.Sprintf("s%d", s), Change: func(e *store.StepTimelineEntry) { e.Status = "running" }}}
+						if s > 0 {
+							changes = append(changes, store.StepChange{Task: "t", Step: fmt.Sprintf("s%d", s-1), Change: func(e *store.StepTimelineEntry) { e.Status = "succeeded" }})
+						}
+						if err := w.write(ctx, runID, changes); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
