@@ -385,18 +385,18 @@ func applyFailure(r *store.JobRun, f RunStepResult, now time.Time) {
 type RunStepInput struct {
 	RunID          string
 	Task           string
-	TaskIndex      int
+	TaskIndex      int `json:",omitempty"`
 	Step           string
-	StepIndex      int
+	StepIndex      int `json:",omitempty"`
 	Action         manifests.Step
 	Sandbox        string
-	Workdir        string
-	Params         map[string]any
-	Claimed        []string
-	OutputSpecs    map[string]manifests.JobOutputSpec
+	Workdir        string                             `json:",omitempty"`
+	Params         map[string]any                     `json:",omitempty"`
+	Claimed        []string                           `json:",omitempty"`
+	OutputSpecs    map[string]manifests.JobOutputSpec `json:",omitempty"`
 	TimeoutSeconds int
-	Vcpus          int
-	MemoryMB       int
+	Vcpus          int `json:",omitempty"`
+	MemoryMB       int `json:",omitempty"`
 	// NextStep: another step of the task follows this one (the sandbox
 	// prepares its cgroup for it, sandbox.ExecRequest.NextSoon).
 	NextStep bool `json:",omitempty"`
@@ -447,9 +447,9 @@ type RunStepResult struct {
 	Task string
 	Step string
 	run.Outcome
-	ExitCode         *int
-	Outputs          map[string]any
-	ComputeCostCents float64
+	ExitCode         *int           `json:",omitempty"`
+	Outputs          map[string]any `json:",omitempty"`
+	ComputeCostCents float64        `json:",omitempty"`
 	// End is the step's end when RunStepInput.DeferEnd left it to the run's
 	// next write.
 	End *StepEnd `json:",omitempty"`

@@ -27,9 +27,9 @@ func (c FailureClass) Valid() bool {
 // "none" (the records show them as null).
 type Outcome struct {
 	Status       Status
-	ErrorCode    string
-	ErrorMessage string
-	FailureClass FailureClass
+	ErrorCode    string         `json:",omitempty"`
+	ErrorMessage string         `json:",omitempty"`
+	FailureClass FailureClass   `json:",omitempty"`
 	ErrorDetails map[string]any `json:",omitempty"`
 }
 
