@@ -151,3 +151,28 @@ func TestReadGateRoutes(t *testing.T) {
 	code, _ = get("/job-runs/jr_missing/logs", 5*time.Second)
 	assert.Equal(t, http.StatusNotFound, code)
 }
+
+// TestHeldResponseKeepsDoc: a held response keeps a stored document
+// without copying it and sends it whole; a write after it appends to a
+// copy, leaving the shared document as it was.
+func TestHeldResponseKeepsDoc(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	doc := make([]byte, 0, 64)
+	doc = append(doc, `{"id":"r"}`...)
+	rec := httptest.NewRecorder()
+	c, _ := gin.CreateTestContext(rec)
+	held := &heldResponse{ResponseWriter: c.Writer}
+	c.Writer = held
+	writeJSONDoc(c, doc)
+	if &held.body[0] != &doc[0] {
+		t.Fatal("the document was copied")
+	}
+	_, _ = held.Write([]byte(`!`))
+	if string(doc) != `{"id":"r"}` || string(doc[:cap(doc)][len(doc):len(doc)+1]) == "!" {
+		t.Fatalf("the shared document changed: %q", doc[:cap(doc)])
+	}
+	held.send()
+	if rec.Code != 200 || rec.Body.String() != `{"id":"r"}!` || rec.Header().Get("Content-Type") != "application/json; charset=utf-8" {
+		t.Fatalf("sent %d %q %v", rec.Code, rec.Body.String(), rec.Header())
+	}
+}

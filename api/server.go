@@ -321,6 +321,17 @@ func (w *heldResponse) WriteString(p string) (int, error) {
 	return len(p), nil
 }
 
+// keep holds p, which nobody changes any more, without copying it: the
+// response's first write (else it is Write). Its capacity is cut to its
+// length, so a later Write appends to a copy, never into p's array.
+func (w *heldResponse) keep(p []byte) {
+	if w.wrote || len(w.body) > 0 {
+		_, _ = w.Write(p)
+		return
+	}
+	w.wrote, w.body = true, p[:len(p):len(p)]
+}
+
 func (w *heldResponse) WriteHeaderNow() { w.wrote = true }
 func (w *heldResponse) Written() bool   { return w.wrote || w.ResponseWriter.Written() }
 func (w *heldResponse) Flush()          {} // sent whole by send
@@ -529,10 +540,17 @@ func (s *Server) touchToken(c *gin.Context, tok *cachedToken) {
 // by the responses writeJSONDoc writes (gin's c.Data makes one per call).
 var jsonContentType = []string{"application/json; charset=utf-8"}
 
-// writeJSONDoc answers 200 with doc, a JSON document as stored.
+// writeJSONDoc answers 200 with doc, a JSON document as stored, which
+// nobody may change any more (a held response keeps it as is, see
+// heldResponse.keep: a finished run's document is shared by every read of
+// it from the store's cache).
 func writeJSONDoc(c *gin.Context, doc []byte) {
 	c.Writer.Header()["Content-Type"] = jsonContentType
 	c.Status(http.StatusOK)
+	if held, ok := c.Writer.(*heldResponse); ok {
+		held.keep(doc)
+		return
+	}
 	_, _ = c.Writer.Write(doc)
 }
 
