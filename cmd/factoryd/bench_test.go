@@ -44,14 +44,18 @@ import (
 )
 
 const (
-	benchSamples   = 5  // per side of every A/B comparison
-	benchSteps     = 20 // `true` steps of the step-overhead job
-	benchLines     = 20 // concurrent line runs
-	benchConns     = 64 // concurrent API clients
-	benchListRows  = 50000
-	benchLoadFor   = 3 * time.Second
-	benchListFor   = time.Second // per sample of the 1-client listing
-	benchBareQueue = "bench-bare"
+	benchSamples = 5 // per side of an A/B comparison (the listing, isolation)
+	// The rows whose samples are short take more of them: a median of few
+	// moved by 0.2× between runs on the shared development VM.
+	benchStepSamples = 15 // step overhead and a line's wall time (each under a second)
+	benchLineSamples = 9  // 20 concurrent lines (a few seconds each)
+	benchSteps       = 20 // `true` steps of the step-overhead job
+	benchLines       = 20 // concurrent line runs
+	benchConns       = 64 // concurrent API clients
+	benchListRows    = 50000
+	benchLoadFor     = 3 * time.Second
+	benchListFor     = time.Second // per sample of the 1-client listing
+	benchBareQueue   = "bench-bare"
 )
 
 // benchTrue is the bare-Temporal baseline's step: run `true`.
@@ -449,7 +453,7 @@ func (e *benchEnv) stepOverhead(db string, goalRatio float64) {
 		e.bare("BenchBareSteps")
 		return (ms(time.Since(t0)) - benchSteps*e.forkMs) / benchSteps
 	}
-	as, bs := ab(benchSamples, lf, bare)
+	as, bs := ab(benchStepSamples, lf, bare)
 	r := summarize(ratios(as, bs))
 	e.rows = append(e.rows, benchRow{
 		measure: fmt.Sprintf("step overhead, HTTP start → terminal, %d `true` steps, minus fork/exec (%.2f ms), %s", benchSteps, e.forkMs, db),
@@ -471,7 +475,7 @@ func (e *benchEnv) lineWall(where string) {
 		e.bare("BenchBareThree")
 		return ms(time.Since(t0))
 	}
-	as, bs := ab(benchSamples, lf, bare)
+	as, bs := ab(benchStepSamples, lf, bare)
 	r := summarize(ratios(as, bs))
 	a := summarize(as)
 	e.rows = append(e.rows, benchRow{measure: fmt.Sprintf("one 3-stage line of `true` jobs, wall time, %s", where),
@@ -549,7 +553,7 @@ func (e *benchEnv) lineThroughput(where string) {
 			return r.GetID(), nil
 		})
 	}
-	as, bs := ab(benchSamples, lf, bare)
+	as, bs := ab(benchLineSamples, lf, bare)
 	r := summarize(ratios(as, bs))
 	var lfCPU, bareCPU []float64
 	for i := 2; i+1 < len(cpu); i += 2 { // after the warm-ups, alternated as ab runs them
