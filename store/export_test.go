@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 
 	"gorm.io/gorm"
 )
@@ -18,7 +17,3 @@ func MigrateForTest(s *Store) error { return s.migrate(context.Background()) }
 // whole migrate is not safe to run concurrently in one process: GORM's
 // schema cache).
 func MigrateJobRunStepsForTest(s *Store) error { return s.migrateJobRunSteps(context.Background()) }
-
-// LazyDBForTest exposes the connections MarkJobRunSteps writes on (nil on
-// SQLite).
-func LazyDBForTest(s *Store) *sql.DB { return s.lazy }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/plugin/dbresolver"
@@ -81,18 +79,4 @@ func sqliteReaders(db *gorm.DB, dsn string, p Pool) (*sql.DB, error) {
 		return nil, fmt.Errorf("route SQLite reads: %w", err)
 	}
 	return readers, nil
-}
-
-// openLazy opens the PostgreSQL connections MarkJobRunSteps writes on: the
-// DSN's, with synchronous_commit off for their sessions; a quarter of
-// the pool's connections at most (one or more).
-func openLazy(dsn string, p Pool) (*sql.DB, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	cfg.RuntimeParams["synchronous_commit"] = "off"
-	db := stdlib.OpenDB(*cfg)
-	p.apply(db, max(p.MaxOpenConns/4, 1))
-	return db, nil
 }

@@ -305,7 +305,8 @@ func (s *Store) UpdateJobRunSteps(ctx context.Context, runID string, changes []S
 }
 
 // updateJobRunSteps is UpdateJobRunSteps of at most maxStepChanges
-// changes; lazy writes them on the store's lazy connections.
+// changes; lazy (PostgreSQL only) commits them without waiting for the
+// disk.
 func (s *Store) updateJobRunSteps(ctx context.Context, runID string, changes []StepChange, lazy bool) error {
 	defer s.docs.forget(jobKey(runID))
 	what := fmt.Sprintf("steps of job run %q", runID)
@@ -318,8 +319,8 @@ func (s *Store) updateJobRunSteps(ctx context.Context, runID string, changes []S
 		if err != nil || len(rewrites) == 0 {
 			return err
 		}
-		q, args := stepRewriteStatement(runID, rewrites)
-		done, err := s.writeReturning(ctx, lazy, q, args...)
+		q, args := stepRewriteStatement(runID, rewrites, lazy)
+		done, err := s.writeReturning(ctx, q, args...)
 		if err != nil {
 			return translate(err, what)
 		}
@@ -418,10 +419,17 @@ func planStepRewrites(runID string, changes []StepChange, got map[[2]string]stor
 
 // stepRewriteStatement is the one statement that rewrites the entries, each
 // only if it still holds what was read, returning the positions rewritten
-// (VALUES columns are column1..3 on both databases).
-func stepRewriteStatement(runID string, rewrites []stepRewrite) (string, []any) {
+// (VALUES columns are column1..3 on both databases). lazy (PostgreSQL only)
+// joins a one-row subquery that turns synchronous_commit off for the
+// statement's own transaction (set_config's is_local), so its commit does
+// not wait for the disk and the session keeps its setting.
+func stepRewriteStatement(runID string, rewrites []stepRewrite, lazy bool) (string, []any) {
 	var q strings.Builder
-	q.WriteString("UPDATE job_run_steps AS s SET entry = v.column3 FROM (VALUES ")
+	q.WriteString("UPDATE job_run_steps AS s SET entry = v.column3 FROM ")
+	if lazy {
+		q.WriteString("(SELECT set_config('synchronous_commit', 'off', true)) AS lazy, ")
+	}
+	q.WriteString("(VALUES ")
 	args := make([]any, 0, 3*len(rewrites)+1)
 	for i, w := range rewrites {
 		if i > 0 {
@@ -436,14 +444,11 @@ func stepRewriteStatement(runID string, rewrites []stepRewrite) (string, []any) 
 
 // writeReturning runs a fixed statement that changes rows and returns the
 // integer its RETURNING clause gives for each row changed (on the writer,
-// as write, or with lazy on PostgreSQL on the lazy connections).
-func (s *Store) writeReturning(ctx context.Context, lazy bool, query string, args ...any) (map[int]bool, error) {
+// as write).
+func (s *Store) writeReturning(ctx context.Context, query string, args ...any) (map[int]bool, error) {
 	w, err := s.writer(ctx, query)
 	if err != nil {
 		return nil, err
-	}
-	if lazy {
-		w.db = s.lazy
 	}
 	rows, err := w.query(ctx, args...)
 	if err != nil {
@@ -521,15 +526,17 @@ func (s *Store) MarkJobRunStep(ctx context.Context, runID, task, step string, ch
 // may lose, because the caller can make them again (a job run carries its
 // steps' ends until a durable write, see activities.StepEnd) or because
 // their loss is no worse than their not having been made: on PostgreSQL
-// the statement runs on a connection whose commits do not wait for the WAL
-// to reach the disk (synchronous_commit off), which saves a flush per step.
-// The database stays consistent, and the next commit that waits, anyone's,
-// makes it durable with everything before it. SQLite in WAL mode with
-// synchronous=NORMAL never waits for one: there it is UpdateJobRunSteps.
+// the statement's commit does not wait for the WAL to reach the disk
+// (stepRewriteStatement sets synchronous_commit off for its own
+// transaction only, which works through a pooler too), which saves a flush
+// per step. The database stays consistent, and the next commit that waits,
+// anyone's, makes it durable with everything before it. SQLite in WAL mode
+// with synchronous=NORMAL never waits for one: there it is
+// UpdateJobRunSteps.
 func (s *Store) MarkJobRunSteps(ctx context.Context, runID string, changes []StepChange) error {
 	for len(changes) > 0 {
 		n := min(len(changes), maxStepChanges)
-		if err := s.updateJobRunSteps(ctx, runID, changes[:n], s.lazy != nil); err != nil {
+		if err := s.updateJobRunSteps(ctx, runID, changes[:n], s.postgres); err != nil {
 			return err
 		}
 		changes = changes[n:]
@@ -565,9 +572,6 @@ func (s *Store) GetJobRunJSON(ctx context.Context, id string) (json.RawMessage, 
 		finished = run.JobRun.Terminal(run.Status(cols[2]))
 		return nil
 	})
-	if ok && finished {
-		s.docs.put(jobKey(id), out, gen)
-	}
 	if err == nil && !found {
 		return nil, fmt.Errorf("job run %q: %w", id, ErrNotFound)
 	}
@@ -576,6 +580,9 @@ func (s *Store) GetJobRunJSON(ctx context.Context, id string) (json.RawMessage, 
 	}
 	if !ok {
 		return nil, fmt.Errorf("job run %q: stored document is not an object", id)
+	}
+	if finished {
+		s.docs.put(jobKey(id), out, gen)
 	}
 	return out, nil
 }

@@ -41,9 +41,6 @@ type Store struct {
 	wstmts   stmtCache // the SQLite writer's (steps.go)
 	postgres bool
 	docs     *docCache // finished runs' documents (nil: none kept)
-	// lazy are PostgreSQL connections whose commits do not wait for the
-	// disk (MarkJobRunSteps); nil on SQLite.
-	lazy *sql.DB
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 }
@@ -70,7 +67,6 @@ func OpenPool(ctx context.Context, dsn string, pool Pool) (*Store, error) {
 		err     error
 		pg      bool
 		readers *sql.DB
-		lazy    *sql.DB
 	)
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
@@ -82,9 +78,6 @@ func OpenPool(ctx context.Context, dsn string, pool Pool) (*Store, error) {
 				return nil, err2
 			}
 			pool.apply(sqlDB, pool.MaxOpenConns)
-			if lazy, err = openLazy(dsn, pool); err != nil {
-				_ = sqlDB.Close()
-			}
 		}
 	default:
 		path, err2 := sqlitePath(dsn)
@@ -115,7 +108,7 @@ func OpenPool(ctx context.Context, dsn string, pool Pool) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{db: db, readers: readers, postgres: pg, docs: newDocCache(pool.FinishedRunCacheTTL), lazy: lazy, Now: func() time.Time { return time.Now().UTC() }}
+	s := &Store{db: db, readers: readers, postgres: pg, docs: newDocCache(pool.FinishedRunCacheTTL), Now: func() time.Time { return time.Now().UTC() }}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -146,9 +139,6 @@ func (s *Store) Close() error {
 	s.stmts.close()
 	if s.readers != nil {
 		_ = s.readers.Close()
-	}
-	if s.lazy != nil {
-		_ = s.lazy.Close()
 	}
 	return sqlDB.Close()
 }
