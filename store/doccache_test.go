@@ -44,91 +44,102 @@ func TestFinishedRunCache(t *testing.T) {
 			}
 			const ttl = 400 * time.Millisecond
 			cached, other, uncached := open(ttl), open(0), open(0)
-			t.Run("job run", func(t *testing.T) { checkJobRunCache(t, cached, other, uncached, ttl) })
-			t.Run("line run", func(t *testing.T) { checkLineRunCache(t, cached, other, uncached, ttl) })
+			t.Run("job run", func(t *testing.T) { checkRunCache(t, cached, other, uncached, ttl, jobRunOps(t)) })
+			t.Run("line run", func(t *testing.T) { checkRunCache(t, cached, other, uncached, ttl, lineRunOps(t)) })
 		})
 	}
 }
 
-func checkJobRunCache(t *testing.T, cached, other, uncached *store.Store, ttl time.Duration) {
-	ctx := context.Background()
-	jr, err := cached.CreateJobRun(ctx, store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: run.Queued,
-		StepTimeline: []store.StepTimelineEntry{{Name: "s1", TaskName: "t", Status: "pending"}}})
-	require.NoError(t, err)
-	read := func(s *store.Store) store.JobRun {
-		doc, err := s.GetJobRunJSON(ctx, jr.ID)
-		require.NoError(t, err)
-		var r store.JobRun
-		require.NoError(t, json.Unmarshal(doc, &r))
-		return r
-	}
-	set := func(s *store.Store, change func(*store.JobRun)) {
-		_, err := s.UpdateJobRun(ctx, jr.ID, func(r *store.JobRun) error { change(r); return nil })
-		require.NoError(t, err)
-	}
-	reason := func(r store.JobRun) string {
-		if r.StopReason == nil {
-			return ""
-		}
-		return *r.StopReason
-	}
-	require.Equal(t, run.Queued, read(cached).Status)
-	set(other, func(r *store.JobRun) { r.Status = run.Running })
-	require.Equal(t, run.Running, read(cached).Status, "a running run is read from the database")
-	set(other, func(r *store.JobRun) { r.Status = run.Succeeded })
-	require.Equal(t, run.Succeeded, read(cached).Status)
-	late := "late"
-	set(other, func(r *store.JobRun) { r.StopReason = &late })
-	require.Equal(t, "", reason(read(cached)), "a finished run is served from memory")
-	require.Equal(t, late, reason(read(uncached)), "TTL 0 reads the database")
-	// This store's own writes, of the document or of a step, show at once.
-	require.NoError(t, cached.UpdateJobRunStep(ctx, jr.ID, "t", "s1", func(e *store.StepTimelineEntry) { e.Status = "succeeded" }))
-	got := read(cached)
-	require.Equal(t, "succeeded", string(got.StepTimeline[0].Status))
-	require.Equal(t, late, reason(got))
-	own := "own"
-	set(cached, func(r *store.JobRun) { r.StopReason = &own })
-	require.Equal(t, own, reason(read(cached)))
-	// Another process's write shows within the TTL.
-	later := "later"
-	set(other, func(r *store.JobRun) { r.StopReason = &later })
-	require.Eventually(t, func() bool { return reason(read(cached)) == later }, 5*ttl, 10*time.Millisecond)
+// runOps are what checkRunCache does with a kind of run R.
+type runOps[R any] struct {
+	create func(*store.Store) string // a queued run
+	read   func(*store.Store, string) (json.RawMessage, error)
+	update func(*store.Store, string, func(*R)) error
+	status func(*R) *run.Status
+	reason func(*R) **string // the stop reason, a field any write may set
+	// ownWrite is another write of this store than update, whose change
+	// shows at once (nil: none).
+	ownWrite func(*store.Store, string)
 }
 
-func checkLineRunCache(t *testing.T, cached, other, uncached *store.Store, ttl time.Duration) {
-	ctx := context.Background()
-	lr, err := cached.CreateLineRun(ctx, store.LineRun{LineName: "l", Status: run.Queued})
-	require.NoError(t, err)
-	read := func(s *store.Store) store.LineRun {
-		doc, err := s.GetLineRunJSON(ctx, lr.ID)
+func checkRunCache[R any](t *testing.T, cached, other, uncached *store.Store, ttl time.Duration, ops runOps[R]) {
+	id := ops.create(cached)
+	read := func(s *store.Store) R {
+		doc, err := ops.read(s, id)
 		require.NoError(t, err)
-		var r store.LineRun
+		var r R
 		require.NoError(t, json.Unmarshal(doc, &r))
 		return r
 	}
-	set := func(s *store.Store, change func(*store.LineRun)) {
-		_, err := s.UpdateLineRun(ctx, lr.ID, func(r *store.LineRun) error { change(r); return nil })
-		require.NoError(t, err)
-	}
-	reason := func(r store.LineRun) string {
-		if r.StopReason == nil {
-			return ""
+	set := func(s *store.Store, change func(*R)) { require.NoError(t, ops.update(s, id, change)) }
+	setReason := func(s *store.Store, v string) { set(s, func(r *R) { *ops.reason(r) = &v }) }
+	reason := func(r R) string {
+		if p := *ops.reason(&r); p != nil {
+			return *p
 		}
-		return *r.StopReason
+		return ""
 	}
-	require.Equal(t, run.Queued, read(cached).Status)
-	set(other, func(r *store.LineRun) { r.Status = run.Running })
-	require.Equal(t, run.Running, read(cached).Status, "a running run is read from the database")
-	set(other, func(r *store.LineRun) { r.Status = run.Failed })
-	require.Equal(t, run.Failed, read(cached).Status)
-	late := "late"
-	set(other, func(r *store.LineRun) { r.StopReason = &late })
+	status := func(r R) run.Status { return *ops.status(&r) }
+	require.Equal(t, run.Queued, status(read(cached)))
+	set(other, func(r *R) { *ops.status(r) = run.Running })
+	require.Equal(t, run.Running, status(read(cached)), "a running run is read from the database")
+	set(other, func(r *R) { *ops.status(r) = run.Failed })
+	require.Equal(t, run.Failed, status(read(cached)))
+	setReason(other, "late")
 	require.Equal(t, "", reason(read(cached)), "a finished run is served from memory")
-	require.Equal(t, late, reason(read(uncached)), "TTL 0 reads the database")
-	own := "own"
-	set(cached, func(r *store.LineRun) { r.StopReason = &own })
-	require.Equal(t, own, reason(read(cached)), "this store's own write shows at once")
-	later := "later"
-	set(other, func(r *store.LineRun) { r.StopReason = &later })
-	require.Eventually(t, func() bool { return reason(read(cached)) == later }, 5*ttl, 10*time.Millisecond)
+	require.Equal(t, "late", reason(read(uncached)), "TTL 0 reads the database")
+	if ops.ownWrite != nil {
+		ops.ownWrite(cached, id)
+		require.Equal(t, "late", reason(read(cached)), "this store's own write shows at once, and all it read")
+	}
+	setReason(cached, "own")
+	require.Equal(t, "own", reason(read(cached)), "this store's own write shows at once")
+	// Another process's write shows within the TTL.
+	setReason(other, "later")
+	require.Eventually(t, func() bool { return reason(read(cached)) == "later" }, 5*ttl, 10*time.Millisecond)
+}
+
+func jobRunOps(t *testing.T) runOps[store.JobRun] {
+	ctx := context.Background()
+	return runOps[store.JobRun]{
+		create: func(s *store.Store) string {
+			jr, err := s.CreateJobRun(ctx, store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: run.Queued,
+				StepTimeline: []store.StepTimelineEntry{{Name: "s1", TaskName: "t", Status: "pending"}}})
+			require.NoError(t, err)
+			return jr.ID
+		},
+		read: func(s *store.Store, id string) (json.RawMessage, error) { return s.GetJobRunJSON(ctx, id) },
+		update: func(s *store.Store, id string, change func(*store.JobRun)) error {
+			_, err := s.UpdateJobRun(ctx, id, func(r *store.JobRun) error { change(r); return nil })
+			return err
+		},
+		status: func(r *store.JobRun) *run.Status { return &r.Status },
+		reason: func(r *store.JobRun) **string { return &r.StopReason },
+		ownWrite: func(s *store.Store, id string) { // a step's write
+			require.NoError(t, s.UpdateJobRunStep(ctx, id, "t", "s1", func(e *store.StepTimelineEntry) { e.Status = "succeeded" }))
+			doc, err := s.GetJobRunJSON(ctx, id)
+			require.NoError(t, err)
+			var r store.JobRun
+			require.NoError(t, json.Unmarshal(doc, &r))
+			require.Equal(t, "succeeded", string(r.StepTimeline[0].Status), "a step write shows at once")
+		},
+	}
+}
+
+func lineRunOps(t *testing.T) runOps[store.LineRun] {
+	ctx := context.Background()
+	return runOps[store.LineRun]{
+		create: func(s *store.Store) string {
+			lr, err := s.CreateLineRun(ctx, store.LineRun{LineName: "l", Status: run.Queued})
+			require.NoError(t, err)
+			return lr.ID
+		},
+		read: func(s *store.Store, id string) (json.RawMessage, error) { return s.GetLineRunJSON(ctx, id) },
+		update: func(s *store.Store, id string, change func(*store.LineRun)) error {
+			_, err := s.UpdateLineRun(ctx, id, func(r *store.LineRun) error { change(r); return nil })
+			return err
+		},
+		status: func(r *store.LineRun) *run.Status { return &r.Status },
+		reason: func(r *store.LineRun) **string { return &r.StopReason },
+	}
 }
