@@ -482,10 +482,6 @@ func stepContext(ctx workflow.Context, timeout time.Duration) workflow.Context {
 	})
 }
 
-// runTaskStep runs step si of task ti in the task's sandbox and records it
-// in out; false when the task cannot go on (the step failed or was
-// interrupted).
-//
 // maxLazyEnds is how many steps' ends a job run keeps written but not
 // durably (stepEnds) before a step's write is made durable.
 const maxLazyEnds = 16
@@ -510,17 +506,15 @@ func (e *stepEnds) take() ([]activities.StepEnd, bool) {
 // written records that a step's write carried ends (durably or not) and
 // adds the step's own end, if it left one.
 func (e *stepEnds) written(ends []activities.StepEnd, durable bool, own *activities.StepEnd) {
-	carried := func(x activities.StepEnd) bool {
-		return slices.ContainsFunc(ends, func(w activities.StepEnd) bool { return w.Task == x.Task && w.Step == x.Step })
-	}
+	carried := func(x activities.StepEnd) bool { return hasEnd(ends, x) }
 	// Those that were taken go (others may have been added meanwhile by
 	// steps of other tasks).
 	e.pending = slices.DeleteFunc(e.pending, carried)
 	if durable {
 		e.lazy = slices.DeleteFunc(e.lazy, carried)
 	} else {
-		for _, x := range ends { // steps of two tasks may carry the same
-			if !slices.ContainsFunc(e.lazy, func(w activities.StepEnd) bool { return w.Task == x.Task && w.Step == x.Step }) {
+		for _, x := range ends {
+			if !hasEnd(e.lazy, x) { // steps of two tasks may carry the same
 				e.lazy = append(e.lazy, x)
 			}
 		}
@@ -530,9 +524,18 @@ func (e *stepEnds) written(ends []activities.StepEnd, durable bool, own *activit
 	}
 }
 
+// hasEnd tells whether ends holds the end of x's step.
+func hasEnd(ends []activities.StepEnd, x activities.StepEnd) bool {
+	return slices.ContainsFunc(ends, func(w activities.StepEnd) bool { return w.Task == x.Task && w.Step == x.Step })
+}
+
 // all are the ends a durable write carries.
 func (e *stepEnds) all() []activities.StepEnd { return slices.Concat(e.lazy, e.pending) }
 
+// runTaskStep runs step si of task ti in the task's sandbox and records it
+// in out; false when the task cannot go on (the step failed or was
+// interrupted).
+//
 // ends are steps' ends not written durably yet (activities.StepEnd): this
 // step's activity writes them, and a step that succeeds and is followed by
 // another of its task leaves its own there. Those this step took stay
