@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -35,5 +36,39 @@ func TestDocCacheRace(t *testing.T) {
 	none.forget("jx")
 	if _, _, ok := none.get("jx"); ok {
 		t.Fatal("a nil cache kept a document")
+	}
+}
+
+// TestDocCacheBounds: a document past finishedRunCacheMaxDoc is not kept,
+// the documents kept never hold more than finishedRunCacheBytes (the
+// oldest go), and an expired one is not served.
+func TestDocCacheBounds(t *testing.T) {
+	c := newDocCache(time.Minute)
+	_, gen, _ := c.get("jbig")
+	c.put("jbig", make(json.RawMessage, finishedRunCacheMaxDoc+1), gen)
+	if _, _, ok := c.get("jbig"); ok {
+		t.Fatal("a document past the largest kept was kept")
+	}
+	doc := make(json.RawMessage, finishedRunCacheMaxDoc)
+	n := finishedRunCacheBytes/len(doc) + 3
+	for i := range n {
+		c.put(fmt.Sprintf("j%d", i), doc, gen)
+		c.put(fmt.Sprintf("j%d", i), doc, gen) // again: counted once
+		if c.bytes > finishedRunCacheBytes || c.bytes != c.lru.Len()*len(doc) {
+			t.Fatalf("after %d documents: %d bytes for %d kept", i+1, c.bytes, c.lru.Len())
+		}
+	}
+	if _, _, ok := c.get("j0"); ok {
+		t.Fatal("the oldest document stayed past the bytes bound")
+	}
+	if _, _, ok := c.get(fmt.Sprintf("j%d", n-1)); !ok {
+		t.Fatal("the newest document went")
+	}
+	short := newDocCache(time.Millisecond)
+	_, gen, _ = short.get("jx")
+	short.put("jx", json.RawMessage(`{}`), gen)
+	time.Sleep(5 * time.Millisecond)
+	if _, _, ok := short.get("jx"); ok || short.bytes != 0 {
+		t.Fatalf("an expired document was served (or its bytes kept: %d)", short.bytes)
 	}
 }
