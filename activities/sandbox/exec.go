@@ -131,6 +131,9 @@ func (l *Local) plan(sb Sandbox, req ExecRequest) (*execPlan, error) {
 	home := sb.Root
 	p.insideDir = dir
 	if l.isolated() {
+		if err := l.ensureTmp(sb); err != nil {
+			return nil, errorf(CodeFileOperation, err, "sandbox %q: /tmp", sb.Name)
+		}
 		rel, _ := filepath.Rel(sb.Root, dir)
 		home, p.insideDir = insideRoot, filepath.Join(insideRoot, rel)
 	}

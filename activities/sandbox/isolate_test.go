@@ -259,3 +259,49 @@ func TestIsolatedDevWithoutMknod(t *testing.T) {
 		t.Fatalf("exit %d: %q", res.ExitCode, out)
 	}
 }
+
+// A sandbox made without isolation has no /tmp of its own (its steps use the
+// host's); after a restart with isolation its steps get one, owned by the
+// step user, and deleting the sandbox removes everything either way.
+func TestTmpMadeWhenIsolationComesLater(t *testing.T) {
+	iso := newIsolated(t)
+	root := iso.root
+	plain, err := NewLocalWith(root, Options{Isolation: IsolationNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, name := range []string{"later", "never"} {
+		if _, err := plain.Acquire(ctx, Spec{Mode: "provision", Name: name, InternetEnabled: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(plain.tmpDir(name)); !os.IsNotExist(err) {
+			t.Fatalf("sandbox %s made without isolation has a /tmp dir: %v", name, err)
+		}
+	}
+	if err := plain.Delete(ctx, "never"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(plain.dir("never")); !os.IsNotExist(err) {
+		t.Fatalf("deleted sandbox left %s: %v", plain.dir("never"), err)
+	}
+	plain.Close()
+
+	res, out := run(t, iso, ExecRequest{Sandbox: "later", Argv: []string{"/bin/sh", "-c", "echo hi > /tmp/f && cat /tmp/f"}})
+	if res.ExitCode != 0 || strings.TrimSpace(out) != "hi" {
+		t.Fatalf("step writing /tmp after isolation came: exit %d, %q", res.ExitCode, out)
+	}
+	fi, err := os.Stat(iso.tmpDir("later"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb, _ := iso.load("later"); sb.HostUID > 0 && int(fi.Sys().(*syscall.Stat_t).Uid) != sb.HostUID {
+		t.Fatalf("/tmp owned by %d, want the sandbox's user %d", fi.Sys().(*syscall.Stat_t).Uid, sb.HostUID)
+	}
+	if err := iso.Delete(ctx, "later"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(iso.dir("later")); !os.IsNotExist(err) {
+		t.Fatalf("deleted sandbox left %s: %v", iso.dir("later"), err)
+	}
+}

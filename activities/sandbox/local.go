@@ -642,21 +642,28 @@ func killPid(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }
 // every directory it removes, takes about twenty.
 func (l *Local) removeDir(sb Sandbox) error {
 	dir := l.dir(sb.Name)
+	tmpGone := func() bool { err := syscall.Rmdir(l.tmpDir(sb.Name)); return err == nil || err == syscall.ENOENT }
 	if syscall.Unlink(l.statePath(sb.Name)) == nil && syscall.Rmdir(filepath.Join(dir, "workspace")) == nil &&
-		syscall.Rmdir(l.tmpDir(sb.Name)) == nil && syscall.Rmdir(dir) == nil {
+		tmpGone() && syscall.Rmdir(dir) == nil {
 		return nil
 	}
 	return os.RemoveAll(dir)
 }
 
-// makeDirs makes a sandbox's workspace and /tmp, owned by its host user.
+// makeDirs makes a sandbox's workspace and, under isolation, its /tmp
+// (without isolation steps use the host's /tmp: ensureTmp makes it when a
+// worker restarted with isolation runs a step there), owned by its host user.
 func (l *Local) makeDirs(sb Sandbox) error {
 	if err := os.Mkdir(l.dir(sb.Name), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		if err := os.MkdirAll(l.dir(sb.Name), 0o700); err != nil {
 			return err
 		}
 	}
-	for _, d := range []string{sb.Root, l.tmpDir(sb.Name)} {
+	dirs := []string{sb.Root}
+	if l.isolated() {
+		dirs = append(dirs, l.tmpDir(sb.Name))
+	}
+	for _, d := range dirs {
 		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
@@ -667,6 +674,19 @@ func (l *Local) makeDirs(sb Sandbox) error {
 		}
 	}
 	return nil
+}
+
+// ensureTmp makes the sandbox's /tmp, owned by its host user, if it has
+// none.
+func (l *Local) ensureTmp(sb Sandbox) error {
+	err := os.Mkdir(l.tmpDir(sb.Name), 0o700)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err == nil && sb.HostUID > 0 {
+		err = os.Chown(l.tmpDir(sb.Name), sb.HostUID, sb.HostUID)
+	}
+	return err
 }
 
 func isolationNote(mode string) string {
