@@ -88,8 +88,12 @@ func (s *Store) ListWorkers(ctx context.Context) ([]Worker, error) {
 func (s *Store) PlaceSandbox(ctx context.Context, name, workerID string) (string, error) {
 	db := s.db.WithContext(ctx)
 	m := sandboxPlacementModel{Name: name, WorkerID: workerID, CreatedAt: s.now()}
-	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&m).Error; err != nil {
-		return "", translate(err, "place sandbox "+name)
+	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&m)
+	if res.Error != nil {
+		return "", translate(res.Error, "place sandbox "+name)
+	}
+	if res.RowsAffected == 1 { // placed here now: no need to read it back
+		return workerID, nil
 	}
 	return s.SandboxWorker(ctx, name)
 }
