@@ -477,8 +477,12 @@ func stepContext(ctx workflow.Context, timeout time.Duration) workflow.Context {
 		// re-runs the step without using one up. Infrastructure retries
 		// are bounded in time by the step's own timeout instead.
 		ScheduleToCloseTimeout: stepRetryWindow(timeout),
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: activities.PermanentErrorTypes},
+		// No NonRetryableErrorTypes: RunStep turns what retrying cannot fix
+		// into the step's outcome or a non-retryable error where it is made
+		// (activities.sandboxError, permanent), and the list would be
+		// written into every step's ActivityTaskScheduled event (~150 bytes
+		// of a ~650-byte event).
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 	})
 }
 
