@@ -45,6 +45,7 @@ import (
 //	FACTORY_TEMPORAL_WAIT    --temporal-wait how long serve retries an unreachable TEMPORAL_ADDRESS (60s)
 //	FACTORY_OPS_ADDR         --ops-addr      /healthz, /readyz, /metrics of a worker-only process (127.0.0.1:9090; "off")
 //	FACTORY_WORKER_MAX_STEPS --worker-max-steps  steps (and sandbox acquisitions) a worker runs at once (64)
+//	FACTORY_WORKER_POLLERS   --worker-pollers    long polls a worker keeps open per task queue and kind of task (8)
 //	FACTORY_SNAPSHOT_URL     --snapshot-url  where snapshot archives go: file:///dir or s3://bucket?region=… (file://<data-dir>/snapshots)
 //	FACTORY_CONFIG           --config        server configuration file (TOML: harnesses, inference, router); unset = none
 //	FACTORY_DB_* and FACTORY_SQLITE_READERS  the store's connection pools (see poolFromEnv)

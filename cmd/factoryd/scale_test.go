@@ -20,7 +20,7 @@ func TestConfigScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Scale.TemporalWait != time.Minute || c.Scale.WorkerMaxSteps != 64 || c.Scale.OpsExplicit {
+	if c.Scale.TemporalWait != time.Minute || c.Scale.WorkerMaxSteps != 64 || c.Scale.WorkerPollers != 8 || c.Scale.OpsExplicit {
 		t.Errorf("defaults: %+v", c.Scale)
 	}
 	if want := "file://" + filepath.Join(dir, "sandboxes", "snapshots"); !strings.HasPrefix(c.Scale.SnapshotURL, want+"?") {
@@ -28,15 +28,16 @@ func TestConfigScale(t *testing.T) {
 	}
 	t.Setenv("FACTORY_TEMPORAL_WAIT", "5s")
 	t.Setenv("FACTORY_WORKER_MAX_STEPS", "3")
+	t.Setenv("FACTORY_WORKER_POLLERS", "4")
 	t.Setenv("FACTORY_OPS_ADDR", "127.0.0.1:0")
 	t.Setenv("FACTORY_SNAPSHOT_URL", "s3://bucket?region=eu-west-1")
 	c, err = loadConfig("serve", nil)
-	if err != nil || c.Scale.TemporalWait != 5*time.Second || c.Scale.WorkerMaxSteps != 3 || !c.Scale.OpsExplicit ||
+	if err != nil || c.Scale.TemporalWait != 5*time.Second || c.Scale.WorkerMaxSteps != 3 || c.Scale.WorkerPollers != 4 || !c.Scale.OpsExplicit ||
 		c.Scale.SnapshotURL != "s3://bucket?region=eu-west-1" {
 		t.Fatalf("from the environment: %+v %v", c.Scale, err)
 	}
 	for _, bad := range [][]string{{"--temporal-wait", "soon"}, {"--temporal-wait", "-1s"}, {"--worker-max-steps", "0"},
-		{"--worker-max-steps", "x"}, {"--snapshot-url", "/just/a/path"}} {
+		{"--worker-max-steps", "x"}, {"--worker-pollers", "1"}, {"--worker-pollers", "many"}, {"--snapshot-url", "/just/a/path"}} {
 		if _, err := loadConfig("serve", bad); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("%v: %v, want an error naming the flag", bad, err)
 		}
