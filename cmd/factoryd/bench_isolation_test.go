@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ func (e *benchEnv) isolationCost() {
 	}
 	drivers := map[string]*sandbox.Local{}
 	for _, iso := range []string{sandbox.IsolationBwrap, sandbox.IsolationNone} {
-		l, err := sandbox.NewLocalWith(e.b.TempDir(), sandbox.Options{Isolation: iso})
+		l, err := sandbox.NewLocalWith(filepath.Join(e.dir, "isolation-"+iso), sandbox.Options{Isolation: iso})
 		if err != nil {
 			e.b.Fatal(err)
 		}
