@@ -250,23 +250,29 @@ func (s *Store) FindLineRunsByDelivery(ctx context.Context, source, deliveryID s
 	return out, nil
 }
 
-// UpdateLineRun changes a line run by a read-modify-write in one transaction.
+// UpdateLineRun changes a line run by a read-modify-write in one transaction
+// (the row locked on PostgreSQL), with fixed statements (writeTx): a line
+// manager makes four such writes per stage.
 func (s *Store) UpdateLineRun(ctx context.Context, id string, change func(*LineRun) error) (LineRun, error) {
 	defer s.docs.forget(lineKey(id))
+	read := "SELECT doc FROM line_runs WHERE id = ?"
+	if s.postgres {
+		read += " FOR UPDATE"
+	}
 	var out LineRun
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var m lineRunModel
-		if err := s.forUpdate(tx).Select("doc").Where("id = ?", id).Take(&m).Error; err != nil {
+	err := s.writeTx(ctx, []string{read, "UPDATE line_runs SET status = ?, doc = ? WHERE id = ?"}, func(w *writeTxn) error {
+		var doc JSON[LineRun]
+		if err := w.row(0, []any{id}, &doc); err != nil {
 			return err
 		}
-		r := m.Doc.V
+		r := doc.V
 		if err := change(&r); err != nil {
 			return err
 		}
 		r.ID = id
 		normalizeLineRun(&r)
 		out = r
-		return tx.Model(&lineRunModel{}).Where("id = ?", id).Updates(map[string]any{"status": string(r.Status), "doc": JSON[LineRun]{r}}).Error
+		return w.exec(1, string(r.Status), JSON[LineRun]{r}, id)
 	})
 	return out, translate(err, fmt.Sprintf("update line run %q", id))
 }

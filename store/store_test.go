@@ -398,3 +398,54 @@ func TestLineRunListingFollowsWrites(t *testing.T) {
 		}
 	})
 }
+
+// UpdateLineRun's contract, on both databases: an unknown run is
+// ErrNotFound, a change that fails leaves the run as it was and its error
+// reaches the caller, concurrent changes all land (each read-modify-write
+// sees the one before), and the status column follows the document (the
+// listings filter on it).
+func TestUpdateLineRunContract(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		if _, err := s.UpdateLineRun(ctx, "lr_missing", func(*store.LineRun) error { return nil }); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown run: %v, want ErrNotFound", err)
+		}
+		r, err := s.CreateLineRun(ctx, store.LineRun{LineName: "contract", Status: run.Queued})
+		if err != nil {
+			t.Fatal(err)
+		}
+		boom := errors.New("boom")
+		if _, err := s.UpdateLineRun(ctx, r.ID, func(r *store.LineRun) error {
+			r.Status = run.Failed
+			return boom
+		}); !errors.Is(err, boom) {
+			t.Fatalf("failing change: %v, want its error", err)
+		}
+		if got, err := s.GetLineRun(ctx, r.ID); err != nil || got.Status != run.Queued {
+			t.Fatalf("after a failing change: status %s, %v, want it queued still", got.Status, err)
+		}
+		const writers = 8
+		var wg sync.WaitGroup
+		for i := 0; i < writers; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := s.UpdateLineRun(ctx, r.ID, func(r *store.LineRun) error {
+					r.Status = run.Running
+					r.ManagerTurns = append(r.ManagerTurns, store.ManagerTurn{State: "visiting"})
+					return nil
+				}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		got, err := s.GetLineRun(ctx, r.ID)
+		if err != nil || got.Status != run.Running || len(got.ManagerTurns) != writers {
+			t.Fatalf("after %d concurrent changes: status %s, %d turns, %v", writers, got.Status, len(got.ManagerTurns), err)
+		}
+		listed, err := s.ListLineRuns(ctx, store.LineRunFilter{LineName: "contract", Status: run.Running})
+		if err != nil || len(listed) != 1 {
+			t.Fatalf("listed by status: %d runs, %v", len(listed), err)
+		}
+	})
+}
