@@ -9,15 +9,18 @@ import (
 	"github.com/linefactory/linefactory/store/storetest"
 )
 
+// benchDatabases are the stores the write benchmarks run on.
+var benchDatabases = []struct {
+	name string
+	open func(testing.TB) *store.Store
+}{{"sqlite", storetest.SQLite}, {"postgres", storetest.Postgres}}
+
 // BenchmarkStepWrite: a job step's one write on its path (the previous
 // step's end and its own start, activities.endAndMark), durable
 // (UpdateJobRunSteps) and lazy (MarkJobRunSteps: on PostgreSQL a commit
 // that does not wait for the disk), on SQLite and PostgreSQL.
 func BenchmarkStepWrite(b *testing.B) {
-	for _, db := range []struct {
-		name string
-		open func(testing.TB) *store.Store
-	}{{"sqlite", storetest.SQLite}, {"postgres", storetest.Postgres}} {
+	for _, db := range benchDatabases {
 		b.Run(db.name, func(b *testing.B) {
 			st := db.open(b)
 			ctx := context.Background()
@@ -61,10 +64,7 @@ func BenchmarkStepWrite(b *testing.B) {
 // each of a line manager's record writes is (a turn appended here), on
 // SQLite and PostgreSQL, with CPU per write reported.
 func BenchmarkUpdateLineRun(b *testing.B) {
-	for _, db := range []struct {
-		name string
-		open func(testing.TB) *store.Store
-	}{{"sqlite", storetest.SQLite}, {"postgres", storetest.Postgres}} {
+	for _, db := range benchDatabases {
 		b.Run(db.name, func(b *testing.B) {
 			st := db.open(b)
 			ctx := context.Background()
