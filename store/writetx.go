@@ -10,9 +10,10 @@ import (
 
 // writeTx runs fn in a transaction on the store's writer below GORM (on
 // SQLite BEGIN IMMEDIATE, from the DSN's _txlock), with the fixed
-// statements queries, which fn uses through txRow and txExec by index: for
-// the hot read-modify-writes, where GORM's statement building and
-// reflection cost more than the statements themselves. On SQLite the
+// statements queries (? placeholders), which fn runs by index through the
+// writeTxn's row and exec: for the hot read-modify-writes, where GORM's
+// statement building and reflection cost more than the statements
+// themselves. On SQLite the
 // statements are prepared once for the writer, before the transaction
 // takes its one connection. fn's error rolls the transaction back and is
 // returned as it is.
