@@ -234,9 +234,9 @@ func startWorkers(ctx context.Context, cfg config, c client.Client, st *store.St
 	// store and read back, whenever more than two arrive while both polls
 	// are in flight. A run's workflow tasks hold their local activities (its
 	// record writes), so under load factoryd's tasks outnumber its polls:
-	// 20 concurrent 3-stage lines with 8 polls ran 0.80-0.83x bare
-	// Temporal's rate against 0.72-0.78x with 2 (probes alternated, one
-	// process; bare Temporal's rate did not move with 8).
+	// 20 concurrent 3-stage lines with 8 polls ran 0.805-0.815x bare
+	// Temporal's rate against 0.735-0.75x with 2 (three alternated runs
+	// each, one process; bare Temporal's rate did not move with 8).
 	pollers := cfg.Scale.WorkerPollers
 	shared := worker.New(c, workflows.TaskQueue, worker.Options{WorkerStopTimeout: cfg.ShutdownGrace, Identity: id,
 		MaxConcurrentActivityExecutionSize: cfg.Scale.WorkerMaxSteps,
