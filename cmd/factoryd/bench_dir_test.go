@@ -13,8 +13,8 @@ import (
 // embedded Temporal server's): FACTORY_BENCH_DIR, else .factory-bench in the
 // checkout, beside .factory where `make run` keeps its data. Not the
 // system's temporary directory: on the development VM /tmp lies in a crowded
-// part of its ext4 disk, where the kernel spends 0.3-1.5 ms of CPU finding
-// room for each new directory against 0.03-0.1 ms in the checkout, and a
+// part of its ext4 disk, where the kernel spent 0.3-0.6 ms of CPU finding
+// room for each new directory against 0.03-0.05 ms in the checkout, and a
 // job's sandbox is a few directories: a cost of where the bench ran, which
 // bare Temporal (no directories) does not pay. What making a directory costs
 // where the bench ran is printed with the table (benchDirCost). The
