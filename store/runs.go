@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -177,17 +180,34 @@ func (s *Store) ListJobRuns(ctx context.Context, f JobRunFilter) ([]JobRun, erro
 // touched are written back.
 func (s *Store) UpdateJobRun(ctx context.Context, id string, change func(*JobRun) error) (JobRun, error) {
 	defer s.docs.forget(jobKey(id))
+	lock := ""
+	if s.postgres {
+		lock = " FOR UPDATE"
+	}
+	queries := []string{
+		"SELECT doc FROM job_runs WHERE id = ?" + lock,
+		"SELECT entry FROM job_run_steps WHERE run_id = ? ORDER BY pos" + lock,
+		"UPDATE job_runs SET status = ?, line_run_id = ?, doc = ? WHERE id = ?",
+		"UPDATE job_run_steps SET task_name = ?, name = ?, entry = ? WHERE run_id = ? AND pos = ?",
+		"DELETE FROM job_run_steps WHERE run_id = ? AND pos >= ?",
+	}
 	var out JobRun
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var m jobRunModel
-		if err := s.forUpdate(tx).Where("id = ?", id).Take(&m).Error; err != nil {
+	err := s.writeTx(ctx, queries, func(w *writeTxn) error {
+		var doc jobRunDoc
+		if err := w.row(0, []any{id}, &doc); err != nil {
 			return err
 		}
-		old, err := storedTimeline(s.forUpdate(tx), id)
+		var old []string
+		err := w.rows(1, []any{id}, func(rows *sql.Rows) error {
+			var e string
+			err := rows.Scan(&e)
+			old = append(old, e)
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		r := m.Doc.V
+		r := doc.V
 		if r.StepTimeline, err = decodeTimeline(id, old); err != nil {
 			return err
 		}
@@ -197,15 +217,68 @@ func (s *Store) UpdateJobRun(ctx context.Context, id string, change func(*JobRun
 		r.ID = id
 		normalizeJobRun(&r)
 		out = r
-		err = tx.Model(&jobRunModel{}).Where("id = ?", id).Updates(map[string]any{
-			"status": string(r.Status), "line_run_id": deref(r.LineRunID), "doc": jobRunDoc{r},
-		}).Error
-		if err != nil {
+		if err := w.exec(2, string(r.Status), deref(r.LineRunID), jobRunDoc{r}, id); err != nil {
 			return err
 		}
-		return writeTimeline(tx, &r, old)
+		return s.storeTimeline(w, &r, old)
 	})
 	return out, translate(err, fmt.Sprintf("update job run %q", id))
+}
+
+// storeTimeline is writeTimeline in UpdateJobRun's writeTx (its
+// statements 3 and 4); new entries go in multi-row inserts.
+func (s *Store) storeTimeline(w *writeTxn, r *JobRun, old []string) error {
+	p, err := planTimeline(r, old)
+	if err != nil {
+		return err
+	}
+	for _, e := range p.rewrite {
+		if err := w.exec(3, e.TaskName, e.Name, e.Entry, e.RunID, e.Pos); err != nil {
+			return err
+		}
+	}
+	if p.cut >= 0 {
+		if err := w.exec(4, r.ID, p.cut); err != nil {
+			return err
+		}
+	}
+	for rows := p.insert; len(rows) > 0; {
+		n := min(len(rows), stepInsertBatch)
+		q := strings.Builder{}
+		q.WriteString("INSERT INTO job_run_steps (run_id, pos, task_name, name, entry) VALUES ")
+		args := make([]any, 0, 5*n)
+		for i, e := range rows[:n] {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString(s.placeholders(len(args), 5))
+			args = append(args, e.RunID, e.Pos, e.TaskName, e.Name, e.Entry)
+		}
+		if err := w.execText(q.String(), args...); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// placeholders is "(?, ?, …)" of n parameters, numbered from after+1 on
+// PostgreSQL.
+func (s *Store) placeholders(after, n int) string {
+	b := make([]byte, 0, 6*n)
+	b = append(b, '(')
+	for i := 1; i <= n; i++ {
+		if i > 1 {
+			b = append(b, ", "...)
+		}
+		if s.postgres {
+			b = append(b, '$')
+			b = strconv.AppendInt(b, int64(after+i), 10)
+		} else {
+			b = append(b, '?')
+		}
+	}
+	return string(append(b, ')'))
 }
 
 // jobRuns returns the runs of rows, with their timelines unless timelines

@@ -140,36 +140,62 @@ func stepRows(id string, timeline []StepTimelineEntry, from int) ([]jobRunStepMo
 // parameters.
 const stepInsertBatch = 1000
 
-// writeTimeline stores r's timeline in tx given the entries stored now
-// (old, as JSON by position): changed entries are rewritten, new ones
-// inserted, and those past its end deleted.
-func writeTimeline(tx *gorm.DB, r *JobRun, old []string) error {
+// timelineWrites is what storing a run's timeline over the entries stored
+// now takes: the entries to rewrite (changed), the position from which the
+// stored rows go (cut, -1 for none) and the new rows to insert.
+type timelineWrites struct {
+	rewrite []jobRunStepModel
+	cut     int
+	insert  []jobRunStepModel
+}
+
+// planTimeline compares r's timeline with the entries stored now (old, as
+// JSON by position).
+func planTimeline(r *JobRun, old []string) (timelineWrites, error) {
+	p := timelineWrites{cut: -1}
 	keep := min(len(old), len(r.StepTimeline))
 	for i := 0; i < keep; i++ {
 		b, err := json.Marshal(r.StepTimeline[i])
 		if err != nil {
-			return err
+			return p, err
 		}
-		if string(b) == old[i] {
-			continue
+		if string(b) != old[i] {
+			e := r.StepTimeline[i]
+			p.rewrite = append(p.rewrite, jobRunStepModel{RunID: r.ID, Pos: i, TaskName: e.TaskName, Name: e.Name, Entry: string(b)})
 		}
-		e := r.StepTimeline[i]
-		err = tx.Model(&jobRunStepModel{}).Where("run_id = ? AND pos = ?", r.ID, i).
-			Updates(map[string]any{"task_name": e.TaskName, "name": e.Name, "entry": string(b)}).Error
+	}
+	if len(old) > len(r.StepTimeline) {
+		p.cut = len(r.StepTimeline)
+	}
+	var err error
+	p.insert, err = stepRows(r.ID, r.StepTimeline, keep)
+	return p, err
+}
+
+// writeTimeline stores r's timeline in tx given the entries stored now
+// (old, as JSON by position): changed entries are rewritten, new ones
+// inserted, and those past its end deleted.
+func writeTimeline(tx *gorm.DB, r *JobRun, old []string) error {
+	p, err := planTimeline(r, old)
+	if err != nil {
+		return err
+	}
+	for _, e := range p.rewrite {
+		err := tx.Model(&jobRunStepModel{}).Where("run_id = ? AND pos = ?", e.RunID, e.Pos).
+			Updates(map[string]any{"task_name": e.TaskName, "name": e.Name, "entry": e.Entry}).Error
 		if err != nil {
 			return err
 		}
 	}
-	if len(old) > len(r.StepTimeline) {
-		if err := tx.Where("run_id = ? AND pos >= ?", r.ID, len(r.StepTimeline)).Delete(&jobRunStepModel{}).Error; err != nil {
+	if p.cut >= 0 {
+		if err := tx.Where("run_id = ? AND pos >= ?", r.ID, p.cut).Delete(&jobRunStepModel{}).Error; err != nil {
 			return err
 		}
 	}
-	rows, err := stepRows(r.ID, r.StepTimeline, keep)
-	if err != nil || len(rows) == 0 {
-		return err
+	if len(p.insert) == 0 {
+		return nil
 	}
-	return tx.CreateInBatches(rows, stepInsertBatch).Error
+	return tx.CreateInBatches(p.insert, stepInsertBatch).Error
 }
 
 // storedTimeline reads run id's timeline entries as stored, by position

@@ -90,3 +90,49 @@ func BenchmarkUpdateLineRun(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkUpdateJobRun: the whole-record writes of a job run, on SQLite
+// and PostgreSQL: start (StartRun: queued to running, its 20 timeline
+// entries inserted) and finish (FinishRun: the last step's end written,
+// the record ended; the others were written by the steps).
+func BenchmarkUpdateJobRun(b *testing.B) {
+	const steps = 20
+	timeline := make([]store.StepTimelineEntry, steps)
+	for i := range timeline {
+		timeline[i] = store.StepTimelineEntry{Name: fmt.Sprintf("s%d", i), TaskName: "t", Action: "exec", Status: "pending"}
+	}
+	for _, db := range benchDatabases {
+		b.Run(db.name, func(b *testing.B) {
+			st := db.open(b)
+			ctx := context.Background()
+			for _, w := range []struct {
+				name   string
+				before store.JobRun
+				change func(*store.JobRun) error
+			}{
+				{"start", store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: "queued"}, func(r *store.JobRun) error {
+					r.Status, r.StepTimeline = "running", append([]store.StepTimelineEntry(nil), timeline...)
+					return nil
+				}},
+				{"finish", store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: "running", StepTimeline: timeline}, func(r *store.JobRun) error {
+					r.Status, r.StepTimeline[steps-1].Status = "succeeded", "succeeded"
+					return nil
+				}},
+			} {
+				b.Run(w.name, func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						b.StopTimer()
+						r, err := st.CreateJobRun(ctx, w.before)
+						if err != nil {
+							b.Fatal(err)
+						}
+						b.StartTimer()
+						if _, err := st.UpdateJobRun(ctx, r.ID, w.change); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}

@@ -449,3 +449,46 @@ func TestUpdateLineRunContract(t *testing.T) {
 		}
 	})
 }
+
+// TestUpdateJobRunContract: UpdateJobRun (below GORM, writeTx) reports an
+// unknown run as ErrNotFound, a failing change with its error and nothing
+// written, keeps the status and line_run_id columns the listings filter on
+// in step with the record, and stores a timeline longer than one insert
+// batch whole.
+func TestUpdateJobRunContract(t *testing.T) {
+	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		if _, err := s.UpdateJobRun(ctx, "jr_missing", func(*store.JobRun) error { return nil }); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown run: %v, want ErrNotFound", err)
+		}
+		r, err := s.CreateJobRun(ctx, store.JobRun{JobName: "contract", JobVersionID: "jv_1", Status: run.Queued,
+			StepTimeline: []store.StepTimelineEntry{{Name: "s", TaskName: "t", Status: run.Pending}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		boom := errors.New("boom")
+		if _, err := s.UpdateJobRun(ctx, r.ID, func(r *store.JobRun) error {
+			r.Status, r.StepTimeline = run.Failed, nil
+			return boom
+		}); !errors.Is(err, boom) {
+			t.Fatalf("failing change: %v, want its error", err)
+		}
+		if got, err := s.GetJobRun(ctx, r.ID); err != nil || got.Status != run.Queued || len(got.StepTimeline) != 1 {
+			t.Fatalf("after a failing change: %+v, %v, want it as it was", got, err)
+		}
+		const entries = 1001 // past one multi-row insert
+		lr := "lr_contract"
+		if _, err := s.UpdateJobRun(ctx, r.ID, func(r *store.JobRun) error {
+			r.Status, r.LineRunID = run.Running, &lr
+			for i := len(r.StepTimeline); i < entries; i++ {
+				r.StepTimeline = append(r.StepTimeline, store.StepTimelineEntry{Name: fmt.Sprintf("s%d", i), TaskName: "t", Status: run.Pending})
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		listed, err := s.ListJobRuns(ctx, store.JobRunFilter{LineRunID: lr, Status: run.Running})
+		if err != nil || len(listed) != 1 || len(listed[0].StepTimeline) != entries || listed[0].StepTimeline[entries-1].Name != fmt.Sprintf("s%d", entries-1) {
+			t.Fatalf("listed by line run and status: %d runs, %v", len(listed), err)
+		}
+	})
+}

@@ -76,3 +76,31 @@ func (w *writeTxn) exec(i int, args ...any) error {
 	}
 	return err
 }
+
+// rows reads the rows of statement i, each with each.
+func (w *writeTxn) rows(i int, args []any, each func(*sql.Rows) error) error {
+	var rows *sql.Rows
+	var err error
+	if w.stmts[i] != nil {
+		rows, err = w.tx.StmtContext(w.ctx, w.stmts[i]).QueryContext(w.ctx, args...)
+	} else {
+		rows, err = w.tx.QueryContext(w.ctx, w.texts[i], args...)
+	}
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// execText runs a statement that is not one of the fixed ones (a
+// multi-row insert whose size varies), in the database's own placeholders.
+func (w *writeTxn) execText(query string, args ...any) error {
+	_, err := w.tx.ExecContext(w.ctx, query, args...)
+	return err
+}
