@@ -127,20 +127,37 @@ func (l *Local) ReleaseGroups() {
 	}
 }
 
-// empty tells whether no process and no child group is in any of the
-// group's directories: its command left nothing behind and the group can
-// run another. A directory that cannot be read is not empty.
+// empty tells whether no process and no child group is in the group: its
+// command left nothing behind and the group can run another. Each of the
+// command's processes is in every hierarchy's group but the freezer's (a
+// launcher forks it there, a shim or a traced start joins it to them all)
+// and a step can neither take one out nor make a child group (isolated it
+// sees no cgroup file system; without isolation it is as trusted as the
+// host), so one directory tells, procsDir: its links and its
+// cgroup.procs (checking all four hierarchies cost a command's end about
+// 0.04 ms more; takeGroup still checks them all before the next command).
+// A directory that cannot be read is not empty.
 func (g *execGroup) empty() bool {
-	if !g.there() {
+	if len(g.dirs) == 0 {
+		return true
+	}
+	d := g.procsDir()
+	var st syscall.Stat_t
+	if err := syscall.Stat(d, &st); err != nil || st.Nlink != 2 {
 		return false
 	}
-	for _, d := range g.dirs {
-		procs, err := procsOf(filepath.Join(d, "cgroup.procs")) // a launcher leaving is not the command's
-		if err != nil || len(procs) > 0 {
-			return false
-		}
+	procs, err := procsOf(filepath.Join(d, "cgroup.procs")) // a launcher leaving is not the command's
+	return err == nil && len(procs) == 0
+}
+
+// procsDir is the directory whose cgroup.procs empty reads: the first
+// that is not the freezer's (a launcher does not join that one, so its
+// commands are not in it; Pause moves them to the sandbox's own).
+func (g *execGroup) procsDir() string {
+	if dirs := g.launcherDirs(); len(dirs) > 0 {
+		return dirs[0]
 	}
-	return true
+	return g.dirs[0]
 }
 
 // emptySoon is empty, asked again for up to about 6 ms while the group
