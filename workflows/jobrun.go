@@ -42,8 +42,10 @@ type JobRunInput struct {
 }
 
 // JobRunInputVersion is the Version every start of a job run writes: 1
-// takes localSandboxChange (and the changes it stands for).
-const JobRunInputVersion = 1
+// takes localSandboxChange (and the changes it stands for); 2 also makes
+// the first task's quick provision while StartRun writes the record
+// (startAndAcquire) instead of after it.
+const JobRunInputVersion = 2
 
 // JobRunResult is how a job run ended.
 type JobRunResult = activities.FinishRunResult
@@ -143,11 +145,13 @@ type taskOutcome struct {
 func JobRunWorkflow(ctx workflow.Context, in JobRunInput) (JobRunResult, error) {
 	jr := newJobRun(ctx, in)
 	if in.Resume == nil {
-		if err := jr.start(); err != nil {
+		if err := jr.startAndAcquire(ctx); err != nil {
+			fin := jr.outcome(ctx) // what is to be torn down: the first task's sandbox, if made
+			fin.Outcome = run.Fail(run.CodeInternalError, run.ClassPlatform, "the run could not be started: "+err.Error())
 			if ctx.Err() != nil { // stopped before it started: the record must not stay queued
-				return jr.finish(activities.FinishRunInput{Outcome: jr.stopNote(ctx).cancelled()})
+				fin.Outcome = jr.stopNote(ctx).cancelled()
 			}
-			return jr.finish(activities.FinishRunInput{Outcome: run.Fail(run.CodeInternalError, run.ClassPlatform, "the run could not be started: "+err.Error())})
+			return jr.finish(fin)
 		}
 	}
 	jr.watchTimeout(ctx)
@@ -183,6 +187,9 @@ type jobRun struct {
 	local bool
 	// ends are steps' ends not written durably yet (runTaskStep).
 	ends stepEnds
+	// first is the first task's quick provision, started with StartRun
+	// (startAndAcquire); nil when it was not.
+	first workflow.Future
 	chain
 }
 
@@ -203,9 +210,60 @@ func newJobRun(ctx workflow.Context, in JobRunInput) *jobRun {
 	return jr
 }
 
-// start marks the run record running.
-func (jr *jobRun) start() error {
-	return workflow.ExecuteLocalActivity(jr.bookCtx, a.StartRun, activities.StartRunInput{RunID: jr.in.RunID, Manifest: jr.m}).Get(jr.bookCtx, nil)
+// startAndAcquire marks the run record running. From input Version 2, a
+// run whose tasks run in order and whose first task's sandbox is a quick
+// provision (local activities) makes that sandbox meanwhile: the two local
+// activities run at once, not one after the other (about a millisecond of
+// every job run's start, and of every stage of a line).
+func (jr *jobRun) startAndAcquire(ctx workflow.Context) error {
+	fut := workflow.ExecuteLocalActivity(jr.bookCtx, a.StartRun, activities.StartRunInput{RunID: jr.in.RunID, Manifest: jr.m})
+	if jr.in.Version >= 2 && jr.local && !*jr.m.Run.Fanout && len(jr.m.Run.Tasks) > 0 {
+		if sbCfg := jr.taskSandbox(0); quickProvision(sbCfg) {
+			jr.first = startAcquireHere(ctx, jr.acquireInput(0, sbCfg))
+		}
+	}
+	return fut.Get(jr.bookCtx, nil)
+}
+
+// settleFirst waits for the first task's quick provision that
+// startAndAcquire started and task 0 never took (the run could not start,
+// or was stopped first), and records it as task 0's sandbox, so that the
+// run tears it down.
+func (jr *jobRun) settleFirst(ctx workflow.Context) {
+	if jr.first == nil {
+		return
+	}
+	o := &jr.outcomes[0]
+	o.generated = jr.generatedName(0) // a half-made one goes too
+	if err := jr.first.Get(ctx, &o.sandbox); err != nil {
+		o.sandbox = activities.AcquireSandboxResult{}
+	}
+	jr.first = nil
+}
+
+// generatedName is the name task ti's sandbox is made with when its
+// configuration names none (a provision), else "".
+func (jr *jobRun) generatedName(ti int) string {
+	if c := jr.taskSandbox(ti); c == nil || (c.Name == "" && (c.Mode == "" || c.Mode == manifests.SandboxProvision)) {
+		return activities.ProvisionName(jr.in.RunID, ti)
+	}
+	return ""
+}
+
+// taskSandbox is task ti's sandbox configuration (the run's when the task
+// has none; nil when neither has).
+func (jr *jobRun) taskSandbox(ti int) *manifests.SandboxConfig {
+	if c := jr.m.Run.Tasks[ti].Sandbox; c != nil {
+		return c
+	}
+	return jr.m.Run.Sandbox
+}
+
+// acquireInput is the AcquireSandbox input of task ti.
+func (jr *jobRun) acquireInput(ti int, sbCfg *manifests.SandboxConfig) activities.AcquireSandboxInput {
+	m := &jr.m
+	return activities.AcquireSandboxInput{RunID: jr.in.RunID, Task: m.Run.Tasks[ti].Name, TaskIndex: ti, Config: sbCfg, Params: jr.params,
+		ResumeOnStart: m.Run.ResumeOnStart != nil && *m.Run.ResumeOnStart}
 }
 
 // finish tears down what the run leaves behind and records how it ended.
@@ -339,6 +397,7 @@ func (jr *jobRun) runTasksInParallel(ctx workflow.Context) {
 // outputs written, the compute cost, the failed steps and the sandboxes
 // to tear down.
 func (jr *jobRun) outcome(ctx workflow.Context) activities.FinishRunInput {
+	jr.settleFirst(ctx)
 	m := &jr.m
 	fin := activities.FinishRunInput{Outcome: run.Outcome{Status: run.Succeeded}}
 	for i, o := range jr.outcomes {
@@ -387,13 +446,14 @@ func (jr *jobRun) outcome(ctx workflow.Context) activities.FinishRunInput {
 func (jr *jobRun) runTaskFrom(ctx workflow.Context, ti int, out taskOutcome) taskOutcome {
 	in, m, params, claims := jr.in, &jr.m, jr.params, jr.claims[jr.m.Run.Tasks[ti].Name]
 	task := m.Run.Tasks[ti]
-	sbCfg := task.Sandbox
-	if sbCfg == nil {
-		sbCfg = m.Run.Sandbox
-	}
+	sbCfg := jr.taskSandbox(ti)
 	resumed := out.state == taskPaused
 	out.state = taskDone // unless it pauses
-	if !resumed && !acquireTaskSandbox(ctx, in, m, ti, sbCfg, params, jr.local, &out) {
+	var first workflow.Future
+	if ti == 0 {
+		first, jr.first = jr.first, nil
+	}
+	if !resumed && !jr.acquireTaskSandbox(ctx, ti, sbCfg, first, &out) {
 		return out
 	}
 	for si := out.next; si < len(task.Steps); si++ {
@@ -414,9 +474,11 @@ func (jr *jobRun) runTaskFrom(ctx workflow.Context, ti int, out taskOutcome) tas
 }
 
 // acquireTaskSandbox acquires task ti's sandbox into out; false when the
-// task cannot go on (out says why, or the run was stopped). With local
-// (localSandboxChange), a quick provision is made by a local activity.
-func acquireTaskSandbox(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest, ti int, sbCfg *manifests.SandboxConfig, params map[string]any, local bool, out *taskOutcome) bool {
+// task cannot go on (out says why, or the run was stopped). With jr.local
+// (localSandboxChange), a quick provision is made by a local activity:
+// first, when startAndAcquire started it already.
+func (jr *jobRun) acquireTaskSandbox(ctx workflow.Context, ti int, sbCfg *manifests.SandboxConfig, first workflow.Future, out *taskOutcome) bool {
+	m, local := &jr.m, jr.local
 	task := m.Run.Tasks[ti]
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute,
@@ -427,14 +489,14 @@ func acquireTaskSandbox(ctx workflow.Context, in JobRunInput, m *manifests.JobMa
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
 			NonRetryableErrorTypes: activities.PermanentErrorTypes},
 	})
-	if sbCfg == nil || (sbCfg.Name == "" && (sbCfg.Mode == "" || sbCfg.Mode == manifests.SandboxProvision)) {
-		out.generated = activities.ProvisionName(in.RunID, ti)
-	}
-	acq := activities.AcquireSandboxInput{RunID: in.RunID, Task: task.Name, TaskIndex: ti, Config: sbCfg, Params: params,
-		ResumeOnStart: m.Run.ResumeOnStart != nil && *m.Run.ResumeOnStart}
+	out.generated = jr.generatedName(ti)
+	acq := jr.acquireInput(ti, sbCfg)
 	var err error
 	done := false
-	if local && quickProvision(sbCfg) {
+	switch {
+	case first != nil:
+		done, err = acquiredHere(ctx, first, &out.sandbox)
+	case local && quickProvision(sbCfg):
 		done, err = acquireHere(ctx, acq, &out.sandbox)
 	}
 	if done {

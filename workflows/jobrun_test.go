@@ -114,6 +114,9 @@ type fixture struct {
 	store *memStore
 	acts  *activities.Activities
 	runs  int // Temporal runs of the last line run (1 + its continue-as-new)
+	// version is the JobRunInput.Version run starts job runs with (0: an
+	// older starter's input, which asks workflow.GetVersion).
+	version int
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -188,7 +191,7 @@ func (f *fixture) run(t *testing.T, m manifests.JobManifest, params map[string]a
 	if ps != nil {
 		t.Fatal(ps)
 	}
-	env.ExecuteWorkflow(JobRunWorkflowName, JobRunInput{RunID: id, JobName: m.Job.Name, Manifest: m, Params: applied})
+	env.ExecuteWorkflow(JobRunWorkflowName, JobRunInput{Version: f.version, RunID: id, JobName: m.Job.Name, Manifest: m, Params: applied})
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}
@@ -327,18 +330,96 @@ func timeline(rec store.JobRun) string {
 }
 
 func TestJobRunStoppedBeforeStart(t *testing.T) {
-	f := newFixture(t)
-	m := oneTask(t, "", "", trueStep)
-	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
-		// StartRun is still in flight when the stop arrives.
-		env.OnActivity(f.acts.StartRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ activities.StartRunInput) error {
-			<-ctx.Done()
-			return ctx.Err()
+	// From input Version 2 the first task's sandbox is made meanwhile: the
+	// stopped run tears it down.
+	for _, version := range []int{0, JobRunInputVersion} {
+		t.Run(fmt.Sprintf("version %d", version), func(t *testing.T) {
+			f := newFixture(t)
+			f.version = version
+			m := oneTask(t, "", "", trueStep)
+			res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
+				// StartRun is still in flight when the stop arrives.
+				env.OnActivity(f.acts.StartRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ activities.StartRunInput) error {
+					<-ctx.Done()
+					return ctx.Err()
+				})
+				env.RegisterDelayedCallback(env.CancelWorkflow, 100*time.Millisecond)
+			})
+			if res.Status != run.Cancelled || rec.Status != run.Cancelled || rec.CompletedAt == nil {
+				t.Fatalf("status %s / %s (completed %v), want cancelled", res.Status, rec.Status, rec.CompletedAt)
+			}
+			name := activities.ProvisionName(rec.ID, 0)
+			if _, err := f.acts.Sandboxes.Get(context.Background(), name); sandbox.CodeOf(err) != sandbox.CodeNotFound {
+				t.Fatalf("sandbox %s after the stop: %v, want none", name, err)
+			}
 		})
-		env.RegisterDelayedCallback(env.CancelWorkflow, 100*time.Millisecond)
+	}
+}
+
+// From input Version 2 the first task's quick provision is made while
+// StartRun writes the record: StartRun here waits for the acquisition to
+// begin (the run would fail if the two ran one after the other), and the
+// run goes on in that sandbox and tears it down.
+func TestJobRunAcquiresWhileStarting(t *testing.T) {
+	f := newFixture(t)
+	f.version = JobRunInputVersion
+	m := oneTask(t, "", "", trueStep, trueStep)
+	var sandboxName string
+	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
+		acquiring := make(chan struct{})
+		env.OnActivity(f.acts.AcquireSandbox, mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, in activities.AcquireSandboxInput) (activities.AcquireSandboxResult, error) {
+				close(acquiring)
+				r, err := f.acts.AcquireSandbox(ctx, in)
+				sandboxName = r.Name
+				return r, err
+			})
+		env.OnActivity(f.acts.StartRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.StartRunInput) error {
+			select {
+			case <-acquiring:
+				return f.acts.StartRun(ctx, in)
+			case <-time.After(10 * time.Second):
+				return temporal.NewNonRetryableApplicationError("the sandbox was not being acquired while the run started", "TEST", nil)
+			}
+		})
 	})
-	if res.Status != run.Cancelled || rec.Status != run.Cancelled || rec.CompletedAt == nil {
-		t.Fatalf("status %s / %s (completed %v), want cancelled", res.Status, rec.Status, rec.CompletedAt)
+	if res.Status != run.Succeeded || rec.Status != run.Succeeded || len(rec.StepTimeline) != 2 {
+		t.Fatalf("status %s / %s, timeline %+v; want succeeded with 2 steps", res.Status, rec.Status, rec.StepTimeline)
+	}
+	if sandboxName != activities.ProvisionName(rec.ID, 0) {
+		t.Fatalf("acquired %q, want the first task's provision", sandboxName)
+	}
+	if _, err := f.acts.Sandboxes.Get(context.Background(), sandboxName); sandbox.CodeOf(err) != sandbox.CodeNotFound {
+		t.Fatalf("sandbox %s after the run: %v, want it torn down", sandboxName, err)
+	}
+}
+
+// A run whose StartRun fails after its first task's sandbox was made
+// alongside (input Version 2) fails as an internal error and tears that
+// sandbox down.
+func TestJobRunStartFailureTearsDownFirstSandbox(t *testing.T) {
+	f := newFixture(t)
+	f.version = JobRunInputVersion
+	m := oneTask(t, "", "", trueStep)
+	made := make(chan string, 1)
+	res, rec := f.run(t, m, nil, func(env *testsuite.TestWorkflowEnvironment) {
+		env.OnActivity(f.acts.AcquireSandbox, mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, in activities.AcquireSandboxInput) (activities.AcquireSandboxResult, error) {
+				r, err := f.acts.AcquireSandbox(ctx, in)
+				made <- r.Name
+				return r, err
+			})
+		env.OnActivity(f.acts.StartRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ activities.StartRunInput) error {
+			<-made // the sandbox exists
+			return temporal.NewNonRetryableApplicationError("the store is gone", "TEST", nil)
+		})
+	})
+	if res.Status != run.Failed || rec.ErrorCode == nil || *rec.ErrorCode != run.CodeInternalError {
+		t.Fatalf("status %s, error %v; want failed, %s", res.Status, rec.ErrorCode, run.CodeInternalError)
+	}
+	name := activities.ProvisionName(rec.ID, 0)
+	if _, err := f.acts.Sandboxes.Get(context.Background(), name); sandbox.CodeOf(err) != sandbox.CodeNotFound {
+		t.Fatalf("sandbox %s after a failed start: %v, want it torn down", name, err)
 	}
 }
 

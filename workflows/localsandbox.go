@@ -40,12 +40,23 @@ func quickProvision(cfg *manifests.SandboxConfig) bool {
 // false when the name is held by another live worker (a retried workflow
 // task that moved): the caller routes the acquisition there.
 func acquireHere(ctx workflow.Context, acq activities.AcquireSandboxInput, out *activities.AcquireSandboxResult) (done bool, err error) {
+	return acquiredHere(ctx, startAcquireHere(ctx, acq), out)
+}
+
+// startAcquireHere starts acquireHere's local activity.
+func startAcquireHere(ctx workflow.Context, acq activities.AcquireSandboxInput) workflow.Future {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
 			NonRetryableErrorTypes: activities.PermanentErrorTypes},
 	})
-	err = workflow.ExecuteLocalActivity(lctx, a.AcquireSandbox, acq).Get(lctx, out)
+	return workflow.ExecuteLocalActivity(lctx, a.AcquireSandbox, acq)
+}
+
+// acquiredHere waits for startAcquireHere's local activity: acquireHere's
+// done and err.
+func acquiredHere(ctx workflow.Context, fut workflow.Future, out *activities.AcquireSandboxResult) (done bool, err error) {
+	err = fut.Get(ctx, out)
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) && ae.Type() == activities.ErrTypeSandboxElsewhere {
 		*out = activities.AcquireSandboxResult{}
