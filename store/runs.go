@@ -113,12 +113,11 @@ func (s *Store) CreateJobRun(ctx context.Context, r JobRun) (JobRun, error) {
 		r.CreatedAt = s.now()
 	}
 	normalizeJobRun(&r)
-	m := jobRunModel{ID: r.ID, JobName: r.JobName, Status: string(r.Status), LineRunID: deref(r.LineRunID), CreatedAt: r.CreatedAt, Doc: jobRunDoc{r}}
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Create(&m).Error; err != nil {
+	err := s.writeTx(ctx, s.jobRunQueries(), func(w *writeTxn) error {
+		if err := w.exec(qInsertJobRun, r.ID, r.JobName, string(r.Status), deref(r.LineRunID), r.CreatedAt, jobRunDoc{r}); err != nil {
 			return err
 		}
-		return writeTimeline(tx, &r, nil)
+		return s.storeTimeline(w, &r, nil)
 	})
 	if err != nil {
 		return JobRun{}, translate(err, "create job run")
@@ -180,25 +179,14 @@ func (s *Store) ListJobRuns(ctx context.Context, f JobRunFilter) ([]JobRun, erro
 // touched are written back.
 func (s *Store) UpdateJobRun(ctx context.Context, id string, change func(*JobRun) error) (JobRun, error) {
 	defer s.docs.forget(jobKey(id))
-	lock := ""
-	if s.postgres {
-		lock = " FOR UPDATE"
-	}
-	queries := []string{
-		"SELECT doc FROM job_runs WHERE id = ?" + lock,
-		"SELECT entry FROM job_run_steps WHERE run_id = ? ORDER BY pos" + lock,
-		"UPDATE job_runs SET status = ?, line_run_id = ?, doc = ? WHERE id = ?",
-		"UPDATE job_run_steps SET task_name = ?, name = ?, entry = ? WHERE run_id = ? AND pos = ?",
-		"DELETE FROM job_run_steps WHERE run_id = ? AND pos >= ?",
-	}
 	var out JobRun
-	err := s.writeTx(ctx, queries, func(w *writeTxn) error {
+	err := s.writeTx(ctx, s.jobRunQueries(), func(w *writeTxn) error {
 		var doc jobRunDoc
-		if err := w.row(0, []any{id}, &doc); err != nil {
+		if err := w.row(qReadJobRun, []any{id}, &doc); err != nil {
 			return err
 		}
 		var old []string
-		err := w.rows(1, []any{id}, func(rows *sql.Rows) error {
+		err := w.rows(qReadTimeline, []any{id}, func(rows *sql.Rows) error {
 			var e string
 			err := rows.Scan(&e)
 			old = append(old, e)
@@ -217,7 +205,7 @@ func (s *Store) UpdateJobRun(ctx context.Context, id string, change func(*JobRun
 		r.ID = id
 		normalizeJobRun(&r)
 		out = r
-		if err := w.exec(2, string(r.Status), deref(r.LineRunID), jobRunDoc{r}, id); err != nil {
+		if err := w.exec(qUpdateJobRun, string(r.Status), deref(r.LineRunID), jobRunDoc{r}, id); err != nil {
 			return err
 		}
 		return s.storeTimeline(w, &r, old)
@@ -225,20 +213,49 @@ func (s *Store) UpdateJobRun(ctx context.Context, id string, change func(*JobRun
 	return out, translate(err, fmt.Sprintf("update job run %q", id))
 }
 
-// storeTimeline is writeTimeline in UpdateJobRun's writeTx (its
-// statements 3 and 4); new entries go in multi-row inserts.
+// The statements of a job run's writes below GORM (writeTx), by index in
+// jobRunQueries.
+const (
+	qReadJobRun = iota
+	qReadTimeline
+	qUpdateJobRun
+	qRewriteEntry
+	qCutTimeline
+	qInsertJobRun
+)
+
+// jobRunQueries are CreateJobRun's and UpdateJobRun's statements (the
+// reads lock the rows on PostgreSQL).
+func (s *Store) jobRunQueries() []string {
+	lock := ""
+	if s.postgres {
+		lock = " FOR UPDATE"
+	}
+	return []string{
+		qReadJobRun:   "SELECT doc FROM job_runs WHERE id = ?" + lock,
+		qReadTimeline: "SELECT entry FROM job_run_steps WHERE run_id = ? ORDER BY pos" + lock,
+		qUpdateJobRun: "UPDATE job_runs SET status = ?, line_run_id = ?, doc = ? WHERE id = ?",
+		qRewriteEntry: "UPDATE job_run_steps SET task_name = ?, name = ?, entry = ? WHERE run_id = ? AND pos = ?",
+		qCutTimeline:  "DELETE FROM job_run_steps WHERE run_id = ? AND pos >= ?",
+		qInsertJobRun: "INSERT INTO job_runs (id, job_name, status, line_run_id, created_at, doc) VALUES (?, ?, ?, ?, ?, ?)",
+	}
+}
+
+// storeTimeline is writeTimeline in a writeTx of jobRunQueries: changed
+// entries rewritten, those past the timeline's end deleted, new ones in
+// multi-row inserts.
 func (s *Store) storeTimeline(w *writeTxn, r *JobRun, old []string) error {
 	p, err := planTimeline(r, old)
 	if err != nil {
 		return err
 	}
 	for _, e := range p.rewrite {
-		if err := w.exec(3, e.TaskName, e.Name, e.Entry, e.RunID, e.Pos); err != nil {
+		if err := w.exec(qRewriteEntry, e.TaskName, e.Name, e.Entry, e.RunID, e.Pos); err != nil {
 			return err
 		}
 	}
 	if p.cut >= 0 {
-		if err := w.exec(4, r.ID, p.cut); err != nil {
+		if err := w.exec(qCutTimeline, r.ID, p.cut); err != nil {
 			return err
 		}
 	}

@@ -172,32 +172,6 @@ func planTimeline(r *JobRun, old []string) (timelineWrites, error) {
 	return p, err
 }
 
-// writeTimeline stores r's timeline in tx given the entries stored now
-// (old, as JSON by position): changed entries are rewritten, new ones
-// inserted, and those past its end deleted.
-func writeTimeline(tx *gorm.DB, r *JobRun, old []string) error {
-	p, err := planTimeline(r, old)
-	if err != nil {
-		return err
-	}
-	for _, e := range p.rewrite {
-		err := tx.Model(&jobRunStepModel{}).Where("run_id = ? AND pos = ?", e.RunID, e.Pos).
-			Updates(map[string]any{"task_name": e.TaskName, "name": e.Name, "entry": e.Entry}).Error
-		if err != nil {
-			return err
-		}
-	}
-	if p.cut >= 0 {
-		if err := tx.Where("run_id = ? AND pos >= ?", r.ID, p.cut).Delete(&jobRunStepModel{}).Error; err != nil {
-			return err
-		}
-	}
-	if len(p.insert) == 0 {
-		return nil
-	}
-	return tx.CreateInBatches(p.insert, stepInsertBatch).Error
-}
-
 // storedTimeline reads run id's timeline entries as stored, by position
 // (locked on PostgreSQL when tx is a locking transaction's).
 func storedTimeline(tx *gorm.DB, id string) ([]string, error) {

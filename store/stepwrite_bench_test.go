@@ -136,3 +136,21 @@ func BenchmarkUpdateJobRun(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCreateJobRun: a job run's record made (queued, before StartRun
+// writes its timeline), as every POST /jobs/{name}/runs and every stage of
+// a line makes one, on SQLite and PostgreSQL.
+func BenchmarkCreateJobRun(b *testing.B) {
+	for _, db := range benchDatabases {
+		b.Run(db.name, func(b *testing.B) {
+			st := db.open(b)
+			ctx := context.Background()
+			params := map[string]any{"branch": "main", "n": 3.0}
+			for i := 0; i < b.N; i++ {
+				if _, err := st.CreateJobRun(ctx, store.JobRun{JobName: "j", JobVersionID: "jv_1", Status: "queued", RunParams: params}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -222,9 +223,13 @@ func translate(err error, what string) error {
 }
 
 // isDuplicate tells a unique-constraint violation. GORM translates
-// PostgreSQL's; the pure-Go SQLite driver's codes are checked here.
+// PostgreSQL's on its own path; PostgreSQL's code (writes below GORM,
+// writeTx) and the pure-Go SQLite driver's are checked here.
 func isDuplicate(err error) bool {
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return true
+	}
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 		return true
 	}
 	var se *sqlitedrv.Error

@@ -450,13 +450,21 @@ func TestUpdateLineRunContract(t *testing.T) {
 	})
 }
 
-// TestUpdateJobRunContract: UpdateJobRun (below GORM, writeTx) reports an
-// unknown run as ErrNotFound, a failing change with its error and nothing
-// written, keeps the status and line_run_id columns the listings filter on
-// in step with the record, and stores a timeline longer than one insert
-// batch whole.
-func TestUpdateJobRunContract(t *testing.T) {
+// TestJobRunWritesContract: CreateJobRun and UpdateJobRun (below GORM,
+// writeTx): a second run with an id taken is ErrConflict (a line manager's
+// retried stage start relies on it); an unknown run is ErrNotFound, a
+// failing change returns its error with nothing written; the status and
+// line_run_id columns the listings filter on follow the record; a timeline
+// longer than one insert batch is stored whole.
+func TestJobRunWritesContract(t *testing.T) {
 	storetest.ForEach(t, func(t *testing.T, s *store.Store) {
+		taken := store.JobRun{ID: "jr_contract_taken", JobName: "contract", JobVersionID: "jv_1", Status: run.Queued}
+		if _, err := s.CreateJobRun(ctx, taken); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateJobRun(ctx, taken); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("second run with id %s: %v, want ErrConflict", taken.ID, err)
+		}
 		if _, err := s.UpdateJobRun(ctx, "jr_missing", func(*store.JobRun) error { return nil }); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("unknown run: %v, want ErrNotFound", err)
 		}
