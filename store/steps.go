@@ -172,14 +172,6 @@ func planTimeline(r *JobRun, old []string) (timelineWrites, error) {
 	return p, err
 }
 
-// storedTimeline reads run id's timeline entries as stored, by position
-// (locked on PostgreSQL when tx is a locking transaction's).
-func storedTimeline(tx *gorm.DB, id string) ([]string, error) {
-	var entries []string
-	err := tx.Model(&jobRunStepModel{}).Where("run_id = ?", id).Order("pos").Pluck("entry", &entries).Error
-	return entries, err
-}
-
 // decodeTimeline decodes stored entries.
 func decodeTimeline(id string, entries []string) ([]StepTimelineEntry, error) {
 	out := make([]StepTimelineEntry, len(entries))

@@ -348,10 +348,7 @@ func TestJobRunStoppedBeforeStart(t *testing.T) {
 			if res.Status != run.Cancelled || rec.Status != run.Cancelled || rec.CompletedAt == nil {
 				t.Fatalf("status %s / %s (completed %v), want cancelled", res.Status, rec.Status, rec.CompletedAt)
 			}
-			name := activities.ProvisionName(rec.ID, 0)
-			if _, err := f.acts.Sandboxes.Get(context.Background(), name); sandbox.CodeOf(err) != sandbox.CodeNotFound {
-				t.Fatalf("sandbox %s after the stop: %v, want none", name, err)
-			}
+			f.wantGone(t, activities.ProvisionName(rec.ID, 0), "after the stop")
 		})
 	}
 }
@@ -389,8 +386,15 @@ func TestJobRunAcquiresWhileStarting(t *testing.T) {
 	if sandboxName != activities.ProvisionName(rec.ID, 0) {
 		t.Fatalf("acquired %q, want the first task's provision", sandboxName)
 	}
-	if _, err := f.acts.Sandboxes.Get(context.Background(), sandboxName); sandbox.CodeOf(err) != sandbox.CodeNotFound {
-		t.Fatalf("sandbox %s after the run: %v, want it torn down", sandboxName, err)
+	f.wantGone(t, sandboxName, "after the run")
+}
+
+// wantGone fails the test unless sandbox name is gone (torn down, or never
+// made).
+func (f *fixture) wantGone(t *testing.T, name, when string) {
+	t.Helper()
+	if _, err := f.acts.Sandboxes.Get(context.Background(), name); sandbox.CodeOf(err) != sandbox.CodeNotFound {
+		t.Fatalf("sandbox %s %s: %v, want it gone", name, when, err)
 	}
 }
 
@@ -417,10 +421,7 @@ func TestJobRunStartFailureTearsDownFirstSandbox(t *testing.T) {
 	if res.Status != run.Failed || rec.ErrorCode == nil || *rec.ErrorCode != run.CodeInternalError {
 		t.Fatalf("status %s, error %v; want failed, %s", res.Status, rec.ErrorCode, run.CodeInternalError)
 	}
-	name := activities.ProvisionName(rec.ID, 0)
-	if _, err := f.acts.Sandboxes.Get(context.Background(), name); sandbox.CodeOf(err) != sandbox.CodeNotFound {
-		t.Fatalf("sandbox %s after a failed start: %v, want it torn down", name, err)
-	}
+	f.wantGone(t, activities.ProvisionName(rec.ID, 0), "after a failed start")
 }
 
 func TestJobRunTimeoutMarksTheRunningStep(t *testing.T) {
