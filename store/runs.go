@@ -241,9 +241,10 @@ func (s *Store) jobRunQueries() []string {
 	}
 }
 
-// storeTimeline is writeTimeline in a writeTx of jobRunQueries: changed
-// entries rewritten, those past the timeline's end deleted, new ones in
-// multi-row inserts.
+// storeTimeline stores r's timeline in a writeTx of jobRunQueries given
+// the entries stored now (old, as JSON by position; nil for a new run):
+// changed entries rewritten, those past the timeline's end deleted, new
+// ones in multi-row inserts.
 func (s *Store) storeTimeline(w *writeTxn, r *JobRun, old []string) error {
 	p, err := planTimeline(r, old)
 	if err != nil {
