@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -227,11 +228,7 @@ func pgQuery(query string) string {
 			continue
 		}
 		n++
-		out = append(out, '$')
-		if n >= 10 {
-			out = append(out, byte('0'+n/10))
-		}
-		out = append(out, byte('0'+n%10))
+		out = strconv.AppendInt(append(out, '$'), int64(n), 10)
 	}
 	return string(out)
 }

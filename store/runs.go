@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -262,41 +261,21 @@ func (s *Store) storeTimeline(w *writeTxn, r *JobRun, old []string) error {
 	}
 	for rows := p.insert; len(rows) > 0; {
 		n := min(len(rows), stepInsertBatch)
-		q := strings.Builder{}
-		q.WriteString("INSERT INTO job_run_steps (run_id, pos, task_name, name, entry) VALUES ")
+		q := "INSERT INTO job_run_steps (run_id, pos, task_name, name, entry) VALUES " +
+			strings.Repeat(", (?, ?, ?, ?, ?)", n)[2:]
+		if s.postgres {
+			q = pgQuery(q) // not pgQueries.of: one text per batch size
+		}
 		args := make([]any, 0, 5*n)
-		for i, e := range rows[:n] {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString(s.placeholders(len(args), 5))
+		for _, e := range rows[:n] {
 			args = append(args, e.RunID, e.Pos, e.TaskName, e.Name, e.Entry)
 		}
-		if err := w.execText(q.String(), args...); err != nil {
+		if err := w.execText(q, args...); err != nil {
 			return err
 		}
 		rows = rows[n:]
 	}
 	return nil
-}
-
-// placeholders is "(?, ?, …)" of n parameters, numbered from after+1 on
-// PostgreSQL.
-func (s *Store) placeholders(after, n int) string {
-	b := make([]byte, 0, 6*n)
-	b = append(b, '(')
-	for i := 1; i <= n; i++ {
-		if i > 1 {
-			b = append(b, ", "...)
-		}
-		if s.postgres {
-			b = append(b, '$')
-			b = strconv.AppendInt(b, int64(after+i), 10)
-		} else {
-			b = append(b, '?')
-		}
-	}
-	return string(append(b, ')'))
 }
 
 // jobRuns returns the runs of rows, with their timelines unless timelines
