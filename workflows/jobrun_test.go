@@ -414,10 +414,13 @@ func TestJobRunStartFailureTearsDownFirstSandbox(t *testing.T) {
 				return r, err
 			})
 		env.OnActivity(f.acts.StartRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, _ activities.StartRunInput) error {
-			<-made // the sandbox exists
+			made <- <-made // the sandbox exists (its name stays for the check below)
 			return temporal.NewNonRetryableApplicationError("the store is gone", "TEST", nil)
 		})
 	})
+	if got := <-made; got != activities.ProvisionName(rec.ID, 0) {
+		t.Fatalf("made %q before the failed start, want the first task's provision", got)
+	}
 	if res.Status != run.Failed || rec.ErrorCode == nil || *rec.ErrorCode != run.CodeInternalError {
 		t.Fatalf("status %s, error %v; want failed, %s", res.Status, rec.ErrorCode, run.CodeInternalError)
 	}
