@@ -35,35 +35,41 @@ type RecordTurnResult struct {
 // Several turns share a Temporal run (workflow_run_id) until the manager
 // continues as new.
 func (a *Activities) RecordTurn(ctx context.Context, in RecordTurnInput) (RecordTurnResult, error) {
-	r, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
-		if len(r.ManagerTurns) >= in.Turn {
-			return nil // a retried activity
-		}
-		if n := len(r.ManagerTurns); n > 0 && r.ManagerTurns[n-1].State != "completed" {
-			// The turn before ended by routing here: in the same Temporal
-			// run, or by continuing as new.
-			r.ManagerTurns[n-1].State = "continued_as_new"
-			if r.ManagerTurns[n-1].WorkflowRunID == in.WorkflowRunID {
-				r.ManagerTurns[n-1].State = "continued"
-			}
-		}
-		at := in.StartedAt.UTC()
-		r.ManagerTurns = append(r.ManagerTurns, store.ManagerTurn{WorkflowRunID: in.WorkflowRunID, State: in.State, StartedAt: &at})
-		if r.Status == run.Queued {
-			r.Status = run.Running
-			r.StartedAt = &at
-		}
-		return nil
-	})
+	res, err := a.LineWrites(ctx, LineWritesInput{RunID: in.RunID, Turn: &in})
 	if err != nil {
 		return RecordTurnResult{}, err
 	}
+	return *res.Turn, nil
+}
+
+// applyTurn appends turn to r (once: a retried write finds it there).
+func applyTurn(r *store.LineRun, in RecordTurnInput) {
+	if len(r.ManagerTurns) >= in.Turn {
+		return // a retried activity
+	}
+	if n := len(r.ManagerTurns); n > 0 && r.ManagerTurns[n-1].State != "completed" {
+		// The turn before ended by routing here: in the same Temporal
+		// run, or by continuing as new.
+		r.ManagerTurns[n-1].State = "continued_as_new"
+		if r.ManagerTurns[n-1].WorkflowRunID == in.WorkflowRunID {
+			r.ManagerTurns[n-1].State = "continued"
+		}
+	}
+	at := in.StartedAt.UTC()
+	r.ManagerTurns = append(r.ManagerTurns, store.ManagerTurn{WorkflowRunID: in.WorkflowRunID, State: in.State, StartedAt: &at})
+	if r.Status == run.Queued {
+		r.Status = run.Running
+		r.StartedAt = &at
+	}
+}
+
+// turnHead is the record as a turn's result carries it (RecordTurnResult).
+func turnHead(r store.LineRun) (json.RawMessage, error) {
 	head := r
 	head.Stages, head.Transitions, head.Artifacts = []store.LineRunStage{}, []store.TakenTransition{}, []map[string]any{}
 	head.StageOutputs = map[string]map[string]any{}
 	head.ManagerTurns = r.ManagerTurns[max(0, len(r.ManagerTurns)-1):]
-	b, err := json.Marshal(head)
-	return RecordTurnResult{Status: r.Status, Record: b}, err
+	return json.Marshal(head)
 }
 
 // CreateStageRunInput makes the job run of a stage visit.
@@ -112,6 +118,16 @@ func stageParamsLimit(params map[string]any, steps int) *manifests.LimitError {
 // queued job run and records the visit as running on the line run
 // (idempotent on the job run id).
 func (a *Activities) CreateStageRun(ctx context.Context, in CreateStageRunInput) (CreateStageRunResult, error) {
+	res, err := a.LineWrites(ctx, LineWritesInput{RunID: in.LineRunID, Create: &in})
+	if err != nil {
+		return CreateStageRunResult{}, err
+	}
+	return *res.Create, nil
+}
+
+// createStageRun checks the params of a stage visit's job run and stores it
+// queued; Problems when the params do not hold.
+func (a *Activities) createStageRun(ctx context.Context, in CreateStageRunInput) (CreateStageRunResult, error) {
 	params, ps := manifests.ApplyParams(in.ParamSpecs, in.Params)
 	if ps != nil {
 		return CreateStageRunResult{Problems: ps.Error()}, nil
@@ -125,23 +141,19 @@ func (a *Activities) CreateStageRun(ctx context.Context, in CreateStageRunInput)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return CreateStageRunResult{}, err
 	}
-	at := in.At.UTC()
-	lineRun, err := a.Store.UpdateLineRun(ctx, in.LineRunID, func(r *store.LineRun) error {
-		for _, s := range r.Stages {
-			if s.JobRunID != nil && *s.JobRunID == in.JobRunID {
-				return nil // a retried activity
-			}
+	return CreateStageRunResult{JobRunID: in.JobRunID, Params: params}, nil
+}
+
+// applyCreate records the visit of a created job run as running on r.
+func applyCreate(r *store.LineRun, in CreateStageRunInput) {
+	for _, s := range r.Stages {
+		if s.JobRunID != nil && *s.JobRunID == in.JobRunID {
+			return // a retried activity
 		}
-		id := in.JobRunID
-		r.Stages = append(r.Stages, store.LineRunStage{StageName: in.Stage, StageOrder: in.Order, Iteration: in.Iteration,
-			Status: run.Running, JobRunID: &id, StartedAt: &at})
-		return nil
-	})
-	if err != nil {
-		return CreateStageRunResult{}, err
 	}
-	visit, err := json.Marshal(findVisit(lineRun, in.JobRunID))
-	return CreateStageRunResult{JobRunID: in.JobRunID, Params: params, Visit: visit}, err
+	id, at := in.JobRunID, in.At.UTC()
+	r.Stages = append(r.Stages, store.LineRunStage{StageName: in.Stage, StageOrder: in.Order, Iteration: in.Iteration,
+		Status: run.Running, JobRunID: &id, StartedAt: &at})
 }
 
 // findVisit is the stage visit of job run id, or nil.
@@ -183,21 +195,29 @@ type RecordStageResult struct {
 // that never started (its start failed or a stop came first) is closed with
 // the visit's status so nothing stays queued.
 func (a *Activities) RecordStage(ctx context.Context, in RecordStageInput) (RecordStageResult, error) {
-	r, err := a.recordStage(ctx, in)
+	res, err := a.LineWrites(ctx, LineWritesInput{RunID: in.RunID, Stage: &in.Visit})
 	if err != nil {
 		return RecordStageResult{}, err
 	}
-	visit, err := json.Marshal(findVisit(r, in.Visit.JobRunID))
-	return RecordStageResult{Visit: visit, TotalCostCents: r.TotalCostCents}, err
+	return *res.Stage, nil
 }
 
-func (a *Activities) recordStage(ctx context.Context, in RecordStageInput) (store.LineRun, error) {
-	v := in.Visit
+// endedVisit is a stage visit's entry as it ended and its job run's
+// artifacts.
+type endedVisit struct {
+	visit     StageVisit
+	entry     store.LineRunStage
+	artifacts []map[string]any
+}
+
+// endVisit reads the job run of an ended visit, closing it when it never
+// recorded its end, and makes the visit's entry.
+func (a *Activities) endVisit(ctx context.Context, v StageVisit) (endedVisit, error) {
 	now := a.now()
 	jr, err := a.Store.GetJobRun(ctx, v.JobRunID)
 	found := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return store.LineRun{}, err
+		return endedVisit{}, err
 	}
 	// The child has closed by now, so a job run that is not final never
 	// recorded its end (its start failed, or it was stopped first).
@@ -214,7 +234,7 @@ func (a *Activities) recordStage(ctx context.Context, in RecordStageInput) (stor
 			return nil
 		})
 		if err != nil {
-			return store.LineRun{}, err
+			return endedVisit{}, err
 		}
 	}
 	entry := store.LineRunStage{StageName: v.Stage, StageOrder: v.Order, Iteration: v.Iteration, Status: v.Status,
@@ -233,42 +253,46 @@ func (a *Activities) recordStage(ctx context.Context, in RecordStageInput) (stor
 		}
 	}
 	entry.ArtifactCount = len(artifacts)
-	return a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
-		i := -1
-		for j, s := range r.Stages {
-			if s.JobRunID != nil && *s.JobRunID == v.JobRunID {
-				i = j
+	return endedVisit{visit: v, entry: entry, artifacts: artifacts}, nil
+}
+
+// apply ends the visit's running entry on r (or adds it), with its outputs
+// and artifacts, and sums the run's costs.
+func (e endedVisit) apply(r *store.LineRun) {
+	v, entry := e.visit, e.entry
+	i := -1
+	for j, s := range r.Stages {
+		if s.JobRunID != nil && *s.JobRunID == v.JobRunID {
+			i = j
+		}
+	}
+	if i >= 0 && r.Stages[i].Status != run.Running {
+		return // a retried activity
+	}
+	id := v.JobRunID
+	entry.JobRunID = &id
+	if i < 0 {
+		r.Stages = append(r.Stages, entry)
+	} else {
+		if entry.StartedAt == nil {
+			entry.StartedAt = r.Stages[i].StartedAt
+		}
+		r.Stages[i] = entry
+	}
+	if v.Outputs != nil {
+		r.StageOutputs[v.Stage] = v.Outputs
+	}
+	for _, art := range e.artifacts {
+		summary := map[string]any{}
+		for _, k := range []string{"type", "provider", "url", "title", "external_ref"} {
+			if val, ok := art[k]; ok {
+				summary[k] = val
 			}
 		}
-		if i >= 0 && r.Stages[i].Status != run.Running {
-			return nil // a retried activity
-		}
-		id := v.JobRunID
-		entry.JobRunID = &id
-		if i < 0 {
-			r.Stages = append(r.Stages, entry)
-		} else {
-			if entry.StartedAt == nil {
-				entry.StartedAt = r.Stages[i].StartedAt
-			}
-			r.Stages[i] = entry
-		}
-		if v.Outputs != nil {
-			r.StageOutputs[v.Stage] = v.Outputs
-		}
-		for _, art := range artifacts {
-			summary := map[string]any{}
-			for _, k := range []string{"type", "provider", "url", "title", "external_ref"} {
-				if val, ok := art[k]; ok {
-					summary[k] = val
-				}
-			}
-			r.Artifacts = append(r.Artifacts, summary)
-		}
-		r.ArtifactCount = len(r.Artifacts)
-		sumCosts(r)
-		return nil
-	})
+		r.Artifacts = append(r.Artifacts, summary)
+	}
+	r.ArtifactCount = len(r.Artifacts)
+	sumCosts(r)
 }
 
 // sumCosts sets a line run's costs to the sums over its stage visits, and
@@ -304,24 +328,27 @@ type RecordTransitionInput struct {
 // RecordTransition appends a taken transition and sets the outcome of the
 // stage visit it leaves.
 func (a *Activities) RecordTransition(ctx context.Context, in RecordTransitionInput) error {
-	_, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
-		for _, t := range r.Transitions {
-			if t.ID == in.ID && t.Iteration == in.Iteration {
-				return nil
-			}
-		}
-		r.Transitions = append(r.Transitions, store.TakenTransition{ID: in.ID, From: in.From, To: in.To, Iteration: in.Iteration, TakenAt: in.At.UTC(),
-			Option: optString(in.Option), AgenticDecision: in.Decision})
-		for i := len(r.Stages) - 1; i >= 0; i-- {
-			if r.Stages[i].StageName == in.From {
-				id := in.ID
-				r.Stages[i].Outcome = &id
-				break
-			}
-		}
-		return nil
-	})
+	_, err := a.LineWrites(ctx, LineWritesInput{RunID: in.RunID, Transition: &in})
 	return err
+}
+
+// applyTransition appends a taken transition to r (once) and sets the
+// outcome of the visit it leaves.
+func applyTransition(r *store.LineRun, in RecordTransitionInput) {
+	for _, t := range r.Transitions {
+		if t.ID == in.ID && t.Iteration == in.Iteration {
+			return
+		}
+	}
+	r.Transitions = append(r.Transitions, store.TakenTransition{ID: in.ID, From: in.From, To: in.To, Iteration: in.Iteration, TakenAt: in.At.UTC(),
+		Option: optString(in.Option), AgenticDecision: in.Decision})
+	for i := len(r.Stages) - 1; i >= 0; i-- {
+		if r.Stages[i].StageName == in.From {
+			id := in.ID
+			r.Stages[i].Outcome = &id
+			break
+		}
+	}
 }
 
 // FinishLineRunInput ends a line run.
@@ -345,60 +372,61 @@ type FinishLineRunResult struct {
 // enriched with the failing job run's step diagnostics, and returns the
 // final record. A run that has already ended is left as it is.
 func (a *Activities) FinishLineRun(ctx context.Context, in FinishLineRunInput) (FinishLineRunResult, error) {
-	r, err := a.finishLineRun(ctx, in)
+	res, err := a.LineWrites(ctx, LineWritesInput{RunID: in.RunID, Finish: &in})
 	if err != nil {
 		return FinishLineRunResult{}, err
 	}
-	res := FinishLineRunResult{Status: r.Status}
-	if r.Failure != nil {
-		f := r.Failure.Failure()
-		res.Failure = &f
-	}
-	res.Record, err = json.Marshal(r)
-	return res, err
+	return *res.Finish, nil
 }
 
-func (a *Activities) finishLineRun(ctx context.Context, in FinishLineRunInput) (store.LineRun, error) {
-	var jr *store.JobRun
-	if f := in.Failure; f != nil && f.Details != nil {
-		if id, ok := f.Details["job_run_id"].(string); ok {
-			if r, err := a.Store.GetJobRun(ctx, id); err == nil {
-				jr = &r
-			}
-		}
-	}
-	now := a.now()
-	var open []string // job runs of visits the run ends with
-	final, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
-		if run.LineRun.Terminal(r.Status) {
-			return nil // a retried activity, or a run ended before
-		}
-		r.Status = in.Status
-		r.CompletedAt = &now
-		r.Waiting = nil // a stopped or expired wait
-		if n := len(r.ManagerTurns); n > 0 {
-			r.ManagerTurns[n-1].State = "completed"
-		}
-		for i := range r.Stages {
-			if r.Stages[i].Status == run.Running { // cannot outlive the run
-				r.Stages[i].Status, r.Stages[i].CompletedAt = run.Cancelled, &now
-				if id := r.Stages[i].JobRunID; id != nil {
-					open = append(open, *id)
-				}
-			}
-		}
-		if f := in.Failure; f != nil {
-			r.Failure = enrichFailure(f, jr, r.StopReason)
-			r.ErrorMessage = r.Failure.ErrorMessage
-		}
+// failingJobRun is the job run a failure names in its details, or nil.
+func (a *Activities) failingJobRun(ctx context.Context, f *run.Failure) *store.JobRun {
+	if f == nil || f.Details == nil {
 		return nil
-	})
-	if err != nil {
-		return store.LineRun{}, err
 	}
-	// Their children never ran (the run ended between making the job run
-	// and starting it): nothing stays queued.
-	for _, id := range open {
+	id, ok := f.Details["job_run_id"].(string)
+	if !ok {
+		return nil
+	}
+	r, err := a.Store.GetJobRun(ctx, id)
+	if err != nil {
+		return nil
+	}
+	return &r
+}
+
+// applyFinish ends r with in's status and failure (jr: the failing job run)
+// unless it has ended, and returns the job runs of the visits it cancels.
+func applyFinish(r *store.LineRun, in FinishLineRunInput, jr *store.JobRun, now time.Time) (open []string) {
+	if run.LineRun.Terminal(r.Status) {
+		return nil // a retried activity, or a run ended before
+	}
+	r.Status = in.Status
+	r.CompletedAt = &now
+	r.Waiting = nil // a stopped or expired wait
+	if n := len(r.ManagerTurns); n > 0 {
+		r.ManagerTurns[n-1].State = "completed"
+	}
+	for i := range r.Stages {
+		if r.Stages[i].Status == run.Running { // cannot outlive the run
+			r.Stages[i].Status, r.Stages[i].CompletedAt = run.Cancelled, &now
+			if id := r.Stages[i].JobRunID; id != nil {
+				open = append(open, *id)
+			}
+		}
+	}
+	if f := in.Failure; f != nil {
+		r.Failure = enrichFailure(f, jr, r.StopReason)
+		r.ErrorMessage = r.Failure.ErrorMessage
+	}
+	return open
+}
+
+// cancelUnstarted cancels the job runs still queued: their children never
+// ran (the run ended between making the job run and starting it), so
+// nothing stays queued.
+func (a *Activities) cancelUnstarted(ctx context.Context, ids []string, now time.Time) error {
+	for _, id := range ids {
 		_, err := a.Store.UpdateJobRun(ctx, id, func(r *store.JobRun) error {
 			if r.Status != run.Queued {
 				return nil
@@ -408,10 +436,10 @@ func (a *Activities) finishLineRun(ctx context.Context, in FinishLineRunInput) (
 			return nil
 		})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return store.LineRun{}, err
+			return err
 		}
 	}
-	return final, nil
+	return nil
 }
 
 // enrichFailure turns a classified failure into the record's failure, with

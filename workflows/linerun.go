@@ -45,8 +45,9 @@ type LineRunInput struct {
 }
 
 // LineRunInputVersion is the Version every start of a line run writes: 1
-// takes turnsPerRunChange.
-const LineRunInputVersion = 1
+// takes turnsPerRunChange; 2 holds record writes back to make them together
+// (heldWrites).
+const LineRunInputVersion = 2
 
 // LineState is what the manager carries from one turn to the next.
 type LineState struct {
@@ -119,8 +120,9 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 	wait.onRecord = func(r LineRecord) {
 		state = state.replace(json.RawMessage(r)) //workflowcheck:ignore (JSON decoding is deterministic)
 	}
+	held := &heldWrites{on: in.Version >= 2}
 	for turns := 1; ; turns++ {
-		res, err := managerTurn(ctx, &in, st, &state, wait)
+		res, err := managerTurn(ctx, &in, st, &state, wait, held)
 		if !errors.Is(err, errNextTurn) {
 			return res, err
 		}
@@ -128,10 +130,29 @@ func LineRunWorkflow(ctx workflow.Context, in LineRunInput) (LineRunResult, erro
 		// no Version) replay as they ran: one continue-as-new per turn.
 		perTurn := in.Version < 1 && workflow.GetVersion(ctx, turnsPerRunChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 		if perTurn || turns >= maxTurnsPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			// What this run holds back (the transition) is written before
+			// the next run takes over.
+			if e := newLineTurn(ctx, &in, st, &state, wait, held).flush(); e != nil {
+				return e.result()
+			}
 			in.State = st
 			return LineRunResult{}, workflow.NewContinueAsNewError(ctx, LineRunWorkflowName, in)
 		}
 	}
+}
+
+// heldWrites are record writes a line manager holds back (input Version 2):
+// they go with the next write whose result it needs, as one LineWrites
+// local activity. Between two stages that is one local activity and one
+// record update (the visit's end, the transition, the next turn, the next
+// visit's job run) where there were four of each; the last visit's end goes
+// with the run's. A visit's end is written at once when the line has a
+// budget (the check needs the rated cost), and everything held before an
+// agentic decision (the router reads the record), before the instructions
+// are resolved, and before the manager continues as new.
+type heldWrites struct {
+	on bool // input Version ≥ 2
+	activities.LineWritesInput
 }
 
 // maxTurnsPerRun bounds the manager turns of one Temporal run of a line
@@ -149,8 +170,8 @@ var errNextTurn = errors.New("next manager turn")
 // managerTurn runs one manager turn of a line run: it visits st.Stage,
 // records it and routes. It returns errNextTurn with st set for the next
 // turn, or how the run ended. state is what the state query answers.
-func managerTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *LineRunState, wait *agentWait) (LineRunResult, error) {
-	t := newLineTurn(ctx, in, st, state, wait)
+func managerTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *LineRunState, wait *agentWait, held *heldWrites) (LineRunResult, error) {
+	t := newLineTurn(ctx, in, st, state, wait, held)
 	st.Turn++
 	if e := t.begin(); e != nil {
 		return e.result()
@@ -174,16 +195,63 @@ type lineTurn struct {
 	st    *LineState
 	state *LineRunState
 	wait  *agentWait
+	held  *heldWrites
 	// bookCtx carries the options of the run-record writes; lastingCtx
 	// too, for the bookkeeping that must happen even while the run is
 	// being stopped.
 	bookCtx, lastingCtx workflow.Context
 }
 
-func newLineTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *LineRunState, wait *agentWait) *lineTurn {
+func newLineTurn(ctx workflow.Context, in *LineRunInput, st *LineState, state *LineRunState, wait *agentWait, held *heldWrites) *lineTurn {
 	book := bookkeeping(ctx)
 	lasting, _ := workflow.NewDisconnectedContext(book)
-	return &lineTurn{ctx: ctx, in: in, st: st, state: state, wait: wait, bookCtx: book, lastingCtx: lasting}
+	return &lineTurn{ctx: ctx, in: in, st: st, state: state, wait: wait, held: held, bookCtx: book, lastingCtx: lasting}
+}
+
+// write makes the held-back writes with w's (LineWrites; not cut short by
+// a stop) and takes the ended visit it returns into the state and the
+// rated cost. The held writes stay held when it fails: the run's end
+// writes them.
+func (t *lineTurn) write(w activities.LineWritesInput) (activities.LineWritesResult, error) {
+	h := &t.held.LineWritesInput
+	w.RunID, w.Stage, w.Transition, w.Turn = t.in.RunID, h.Stage, h.Transition, h.Turn
+	var res activities.LineWritesResult
+	if err := workflow.ExecuteLocalActivity(t.lastingCtx, a.LineWrites, w).Get(t.lastingCtx, &res); err != nil {
+		return res, err
+	}
+	*h = activities.LineWritesInput{}
+	if res.Stage != nil {
+		t.state.putVisit(res.Stage.Visit) //workflowcheck:ignore (JSON decoding is deterministic)
+		t.st.CostCents = res.Stage.TotalCostCents
+	}
+	return res, nil
+}
+
+// flush makes the held-back writes now; the turn's end when they fail or
+// find the run ended.
+func (t *lineTurn) flush() *turnEnd {
+	h := &t.held.LineWritesInput
+	if h.Stage == nil && h.Transition == nil && h.Turn == nil {
+		return nil
+	}
+	res, err := t.write(activities.LineWritesInput{})
+	if err != nil {
+		return t.fail(err)
+	}
+	if res.Turn != nil {
+		return t.begun(*res.Turn)
+	}
+	return nil
+}
+
+// begun takes the turn's start as recorded into the state; the turn's end
+// when the run had ended (a replayed turn).
+func (t *lineTurn) begun(r activities.RecordTurnResult) *turnEnd {
+	*t.state = t.state.replace(r.Record) //workflowcheck:ignore (JSON decoding is deterministic)
+	if run.LineRun.Terminal(r.Status) {
+		return &turnEnd{res: LineRunResult{Status: r.Status}} // already ended (a replayed turn)
+	}
+	return nil
 }
 
 // turnEnd is how a turn ends: the result and error of managerTurn.
@@ -204,7 +272,21 @@ func (t *lineTurn) end(status run.Status, f *run.Failure) *turnEnd {
 		f.StageName = t.st.Stage
 	}
 	var final activities.FinishLineRunResult
-	err := workflow.ExecuteLocalActivity(t.lastingCtx, a.FinishLineRun, activities.FinishLineRunInput{RunID: t.in.RunID, Status: status, Failure: f}).Get(t.lastingCtx, &final)
+	fin := activities.FinishLineRunInput{RunID: t.in.RunID, Status: status, Failure: f}
+	var err error
+	if t.held.on {
+		var res activities.LineWritesResult
+		if res, err = t.write(activities.LineWritesInput{Finish: &fin}); err == nil && res.Turn != nil {
+			if e := t.begun(*res.Turn); e != nil {
+				return e
+			}
+		}
+		if res.Finish != nil {
+			final = *res.Finish
+		}
+	} else {
+		err = workflow.ExecuteLocalActivity(t.lastingCtx, a.FinishLineRun, fin).Get(t.lastingCtx, &final)
+	}
 	if err == nil {
 		*t.state = t.state.replace(final.Record) //workflowcheck:ignore (JSON decoding is deterministic)
 		if final.Failure != nil && final.Status == status {
@@ -234,18 +316,24 @@ func (t *lineTurn) begin() *turnEnd {
 	ctx, st := t.ctx, t.st
 	info := workflow.GetInfo(ctx)
 	turn := activities.RecordTurnInput{RunID: t.in.RunID, WorkflowRunID: info.WorkflowExecution.RunID, State: "visiting " + st.Stage, StartedAt: workflow.Now(ctx), Turn: st.Turn}
-	var begun activities.RecordTurnResult
-	if err := workflow.ExecuteLocalActivity(t.lastingCtx, a.RecordTurn, turn).Get(t.lastingCtx, &begun); err != nil {
-		return t.fail(err)
-	}
-	*t.state = t.state.replace(begun.Record) //workflowcheck:ignore (JSON decoding is deterministic)
-	if run.LineRun.Terminal(begun.Status) {
-		return &turnEnd{res: LineRunResult{Status: begun.Status}} // already ended (a replayed turn)
+	if t.held.on {
+		t.held.Turn = &turn // written with the visit's job run (attemptStage)
+	} else {
+		var begun activities.RecordTurnResult
+		if err := workflow.ExecuteLocalActivity(t.lastingCtx, a.RecordTurn, turn).Get(t.lastingCtx, &begun); err != nil {
+			return t.fail(err)
+		}
+		if e := t.begun(begun); e != nil {
+			return e
+		}
 	}
 	if ctx.Err() != nil {
 		return t.end(run.Cancelled, nil)
 	}
 	if st.Turn == 1 && needsInstructions(t.in.Manifest) {
+		if e := t.flush(); e != nil {
+			return e
+		}
 		if f, err := resolveInstructions(t.lastingCtx, *t.in, t.wait.summary); err != nil {
 			return t.fail(err)
 		} else if f != nil {
@@ -314,7 +402,18 @@ func (t *lineTurn) attemptStage(stage manifests.LineStage) (activities.StageVisi
 	// Not cut short by a stop: it makes the job run, then records the
 	// visit, and a stop between the two would leave the job run queued
 	// with no visit to close it.
-	if err := workflow.ExecuteLocalActivity(t.lastingCtx, a.CreateStageRun, req).Get(t.lastingCtx, &created); err != nil {
+	if t.held.on {
+		res, err := t.write(activities.LineWritesInput{Create: &req})
+		if err != nil {
+			return visit, t.fail(err)
+		}
+		if res.Turn != nil {
+			if e := t.begun(*res.Turn); e != nil {
+				return visit, e
+			}
+		}
+		created = *res.Create
+	} else if err := workflow.ExecuteLocalActivity(t.lastingCtx, a.CreateStageRun, req).Get(t.lastingCtx, &created); err != nil {
 		return visit, t.fail(err)
 	}
 	if created.Problems != "" {
@@ -323,6 +422,15 @@ func (t *lineTurn) attemptStage(stage manifests.LineStage) (activities.StageVisi
 	t.state.putVisit(created.Visit) //workflowcheck:ignore (JSON decoding is deterministic)
 	visit = visitStage(ctx, st, stage, job, created)
 	// Recorded even when the run is being stopped.
+	if t.held.on {
+		t.held.Stage = &visit
+		if m := in.Manifest; m.Limits != nil && m.Limits.BudgetUSD != nil {
+			if e := t.flush(); e != nil { // checkVisit checks the rated cost
+				return visit, e
+			}
+		}
+		return visit, t.checkVisit(stage, visit)
+	}
 	var recorded activities.RecordStageResult
 	if err := workflow.ExecuteLocalActivity(t.lastingCtx, a.RecordStage, activities.RecordStageInput{RunID: in.RunID, Visit: visit}).Get(t.lastingCtx, &recorded); err != nil {
 		return visit, t.fail(err)
@@ -367,6 +475,9 @@ func (t *lineTurn) route(stage manifests.LineStage, visit activities.StageVisit)
 	// route ranges over maps only to copy values or collect keys it sorts.
 	next, f := route(in.Manifest, *in, st, stage.ID, visit) //workflowcheck:ignore
 	if f == nil && next != nil && next.agentic != nil {
+		if e := t.flush(); e != nil { // the router reads the record
+			return e
+		}
 		var err error
 		if next, f, err = t.wait.decideAgentic(ctx, t.lastingCtx, *in, st, *next.agentic, visit, t.wait.summary); err != nil {
 			return t.fail(err)
@@ -382,9 +493,12 @@ func (t *lineTurn) route(stage manifests.LineStage, visit activities.StageVisit)
 		return t.end(run.Succeeded, nil)
 	}
 	st.Transitions[next.transition]++
-	if err := workflow.ExecuteLocalActivity(t.bookCtx, a.RecordTransition, activities.RecordTransitionInput{RunID: in.RunID, ID: next.transition,
+	taken := activities.RecordTransitionInput{RunID: in.RunID, ID: next.transition,
 		From: stage.ID, To: next.stage, Iteration: st.Transitions[next.transition], At: workflow.Now(ctx),
-		Option: next.option, Decision: next.decision}).Get(t.bookCtx, nil); err != nil {
+		Option: next.option, Decision: next.decision}
+	if t.held.on {
+		t.held.Transition = &taken // written with the next turn
+	} else if err := workflow.ExecuteLocalActivity(t.bookCtx, a.RecordTransition, taken).Get(t.bookCtx, nil); err != nil {
 		return t.fail(err)
 	}
 	if ctx.Err() != nil {

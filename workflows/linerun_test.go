@@ -48,7 +48,7 @@ func lineInput(t *testing.T, src string, params map[string]any) LineRunInput {
 	for _, s := range m.Stages {
 		jobs[s.ID] = StageJob{JobName: s.Job, JobVersionID: "jv_" + s.Job, Manifest: lineJob(t, s.Job)}
 	}
-	return LineRunInput{RunID: run.NewLineRunID(), LineName: m.Line.Name, Manifest: *m, Jobs: jobs, Params: params, Trigger: map[string]any{}}
+	return LineRunInput{Version: LineRunInputVersion, RunID: run.NewLineRunID(), LineName: m.Line.Name, Manifest: *m, Jobs: jobs, Params: params, Trigger: map[string]any{}}
 }
 
 // lineOpts adjusts a line run under test: setup prepares the first turn's
@@ -371,35 +371,78 @@ func TestLineRunStopOutsideVisit(t *testing.T) {
 			t.Fatalf("stop of a queued run: %s %+v record %+v", res.Status, res.Failure, rec)
 		}
 	})
-	t.Run("during RecordTransition", func(t *testing.T) {
-		f := newFixture(t)
-		in := lineInput(t, manifesttest.Line("two-stages-always"), nil)
-		res, rec := f.runLine(t, in, func(env *testsuite.TestWorkflowEnvironment) {
-			env.OnActivity(f.acts.RecordTransition, mock.Anything, mock.Anything).Return(func(context.Context, activities.RecordTransitionInput) error {
-				env.CancelWorkflow()
-				return temporal.NewNonRetryableApplicationError("store down", "X", nil)
+	// Input version 1 writes the transition by itself; 2 with the next
+	// turn and its visit's job run (LineWrites).
+	for _, v := range []int{1, LineRunInputVersion} {
+		t.Run(fmt.Sprintf("during the transition's write, input version %d", v), func(t *testing.T) {
+			f := newFixture(t)
+			in := lineInput(t, manifesttest.Line("two-stages-always"), nil)
+			in.Version = v
+			res, rec := f.runLine(t, in, func(env *testsuite.TestWorkflowEnvironment) {
+				env.OnActivity(f.acts.RecordTransition, mock.Anything, mock.Anything).Return(func(context.Context, activities.RecordTransitionInput) error {
+					env.CancelWorkflow()
+					return temporal.NewNonRetryableApplicationError("store down", "X", nil)
+				})
+				failed := false
+				env.OnActivity(f.acts.LineWrites, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.LineWritesInput) (activities.LineWritesResult, error) {
+					if in.Transition != nil && !failed {
+						failed = true
+						env.CancelWorkflow()
+						return activities.LineWritesResult{}, temporal.NewNonRetryableApplicationError("store down", "X", nil)
+					}
+					return f.acts.LineWrites(ctx, in)
+				})
 			})
+			if res.Status != run.Cancelled || rec.Status != run.Cancelled || *rec.Failure.Code != "user_cancelled" {
+				t.Fatalf("stop during the transition's write: %s %+v", res.Status, res.Failure)
+			}
+			// The transition is written with the run's end.
+			if v >= 2 && (len(rec.Transitions) != 1 || len(rec.Stages) != 1 || rec.Stages[0].Outcome == nil) {
+				t.Fatalf("transitions %+v stages %+v", rec.Transitions, rec.Stages)
+			}
 		})
-		if res.Status != run.Cancelled || rec.Status != run.Cancelled || *rec.Failure.Code != "user_cancelled" {
-			t.Fatalf("stop during RecordTransition: %s %+v", res.Status, res.Failure)
-		}
+		t.Run(fmt.Sprintf("before the child starts, input version %d", v), func(t *testing.T) {
+			f := newFixture(t)
+			in := lineInput(t, oneStage("hello"), nil)
+			in.Version = v
+			res, rec := f.runLine(t, in, func(env *testsuite.TestWorkflowEnvironment) {
+				onCreateStageRun(env, f, func(ctx context.Context, create func(context.Context) error) error {
+					err := create(ctx)
+					env.CancelWorkflow()
+					return err
+				})
+			})
+			if res.Status != run.Cancelled || rec.Status != run.Cancelled || len(rec.Stages) != 1 || rec.Stages[0].Status != run.Cancelled {
+				t.Fatalf("stop before the child: %s %+v stages %+v", res.Status, res.Failure, rec.Stages)
+			}
+			jr, _ := f.store.GetJobRun(context.Background(), *rec.Stages[0].JobRunID)
+			if jr.Status != run.Cancelled || jr.CompletedAt == nil {
+				t.Fatalf("the job run of the stopped visit is %q", jr.Status)
+			}
+		})
+	}
+}
+
+// onCreateStageRun routes the manager's writes that make a visit's job
+// run (CreateStageRun; from input version 2 the LineWrites with a Create
+// part) through do, which makes them by calling create.
+func onCreateStageRun(env *testsuite.TestWorkflowEnvironment, f *fixture, do func(ctx context.Context, create func(context.Context) error) error) {
+	env.OnActivity(f.acts.CreateStageRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.CreateStageRunInput) (res activities.CreateStageRunResult, err error) {
+		err = do(ctx, func(ctx context.Context) (err error) {
+			res, err = f.acts.CreateStageRun(ctx, in)
+			return err
+		})
+		return res, err
 	})
-	t.Run("before the child starts", func(t *testing.T) {
-		f := newFixture(t)
-		res, rec := f.runLine(t, lineInput(t, oneStage("hello"), nil), func(env *testsuite.TestWorkflowEnvironment) {
-			env.OnActivity(f.acts.CreateStageRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.CreateStageRunInput) (activities.CreateStageRunResult, error) {
-				r, err := f.acts.CreateStageRun(ctx, in)
-				env.CancelWorkflow()
-				return r, err
-			})
+	env.OnActivity(f.acts.LineWrites, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.LineWritesInput) (res activities.LineWritesResult, err error) {
+		if in.Create == nil {
+			return f.acts.LineWrites(ctx, in)
+		}
+		err = do(ctx, func(ctx context.Context) (err error) {
+			res, err = f.acts.LineWrites(ctx, in)
+			return err
 		})
-		if res.Status != run.Cancelled || rec.Status != run.Cancelled || len(rec.Stages) != 1 || rec.Stages[0].Status != run.Cancelled {
-			t.Fatalf("stop before the child: %s %+v stages %+v", res.Status, res.Failure, rec.Stages)
-		}
-		jr, _ := f.store.GetJobRun(context.Background(), *rec.Stages[0].JobRunID)
-		if jr.Status != run.Cancelled || jr.CompletedAt == nil {
-			t.Fatalf("the job run of the stopped visit is %q", jr.Status)
-		}
+		return res, err
 	})
 }
 
@@ -505,9 +548,13 @@ func TestLineRunClassification(t *testing.T) {
 	res, rec = f.runLine(t, lineInput(t, oneStage("hello"), nil), func(env *testsuite.TestWorkflowEnvironment) {
 		// The child's workflow ID is taken (by the manager itself).
 		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: run.JobRunWorkflowID("jr_taken")})
-		env.OnActivity(f.acts.CreateStageRun, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.CreateStageRunInput) (activities.CreateStageRunResult, error) {
-			in.JobRunID = "jr_taken"
-			return f.acts.CreateStageRun(ctx, in)
+		env.OnActivity(f.acts.LineWrites, mock.Anything, mock.Anything).Return(func(ctx context.Context, in activities.LineWritesInput) (activities.LineWritesResult, error) {
+			if in.Create != nil {
+				c := *in.Create
+				c.JobRunID = "jr_taken"
+				in.Create = &c
+			}
+			return f.acts.LineWrites(ctx, in)
 		})
 	})
 	if res.Failure == nil || res.Failure.Code != "dispatch_failed" || res.Failure.Domain != "platform" || len(rec.Stages) != 1 {
