@@ -67,6 +67,7 @@ func (l *Local) KillLeftovers() []int {
 	}
 	l.removeLeftSpares()
 	l.cgmu.Unlock()
+	l.removeLeftSpareDirs()
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())

@@ -53,6 +53,10 @@ type Local struct {
 	building map[string]bool         // sandboxes being provisioned now
 	owner    string                  // marks step processes as this process's
 
+	dirmu       sync.Mutex
+	spareDirs   []string // spare sandbox directories (sparedirs.go); dirmu
+	spareDirSeq int64    // dirmu
+
 	stmu   sync.Mutex
 	states map[string]stateEntry // sandbox name → its state file as last read or written (statecache.go)
 	active map[string]time.Time  // sandbox name → when its last command ended (statecache.go)
@@ -594,7 +598,9 @@ func (l *Local) Delete(_ context.Context, name string) error {
 	l.fillSpares() // now that its groups are gone (launcher.go)
 	l.cgmu.Unlock()
 	l.releaseNet(name)
-	err = l.removeDir(sb)
+	if !l.keepDir(sb) {
+		err = l.removeDir(sb)
+	}
 	l.forget(name)
 	if err != nil {
 		return errorf(CodeFileOperation, err, "delete sandbox %q", name)
@@ -654,9 +660,13 @@ func (l *Local) removeDir(sb Sandbox) error {
 // (without isolation steps use the host's /tmp: ensureTmp makes it when a
 // worker restarted with isolation runs a step there), owned by its host user.
 func (l *Local) makeDirs(sb Sandbox) error {
-	if err := os.Mkdir(l.dir(sb.Name), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		if err := os.MkdirAll(l.dir(sb.Name), 0o700); err != nil {
-			return err
+	// A spare directory (sparedirs.go) has its workspace, and under
+	// isolation its /tmp, already: they get their owner below.
+	if !l.takeDir(sb) {
+		if err := os.Mkdir(l.dir(sb.Name), 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			if err := os.MkdirAll(l.dir(sb.Name), 0o700); err != nil {
+				return err
+			}
 		}
 	}
 	dirs := []string{sb.Root}

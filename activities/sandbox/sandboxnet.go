@@ -372,6 +372,7 @@ func (l *Local) Close() {
 	l.closed = true
 	l.cgmu.Unlock()
 	l.ReleaseGroups()
+	l.dropSpareDirs()
 	l.netmu.Lock()
 	nets := l.nets
 	l.nets = map[string]*netEntry{}

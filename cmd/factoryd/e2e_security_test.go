@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -263,9 +264,23 @@ func TestHostileSteps(t *testing.T) {
 		}
 	})
 	t.Run("no leaks", func(t *testing.T) {
-		entries, _ := os.ReadDir(filepath.Join(dataDir, "sandboxes", "sandboxes"))
+		boxes := filepath.Join(dataDir, "sandboxes", "sandboxes")
+		entries, _ := os.ReadDir(boxes)
 		for _, e := range entries {
-			if e.Name() != "victim" { // ensure: kept on purpose
+			if strings.HasPrefix(e.Name(), ".spare-") {
+				// a deleted sandbox's directory kept for the next one
+				// (the sandbox driver's sparedirs.go): nothing in it
+				var in []string
+				_ = filepath.WalkDir(filepath.Join(boxes, e.Name()), func(p string, d fs.DirEntry, err error) error {
+					if err == nil && !d.IsDir() {
+						in = append(in, p)
+					}
+					return nil
+				})
+				if len(in) > 0 {
+					t.Errorf("a spare sandbox directory holds %v", in)
+				}
+			} else if e.Name() != "victim" { // ensure: kept on purpose
 				t.Errorf("a finished run left its provision sandbox %s", e.Name())
 			}
 		}
