@@ -400,10 +400,13 @@ type RunStepInput struct {
 	// NextStep: another step of the task follows this one (the sandbox
 	// prepares its cgroup for it, sandbox.ExecRequest.NextSoon).
 	NextStep bool `json:",omitempty"`
-	// DeferEnd: when the step succeeds and NextStep, its end is not written
-	// here but returned (RunStepResult.End) for the run's next write, the
-	// next step's start (Ends) or FinishRun's, to carry. A worker that does
-	// not know it writes the end itself, as before.
+	// FinishNext: the run's FinishRun follows this step (the last step of
+	// the last task of a run whose tasks run in order).
+	FinishNext bool `json:",omitempty"`
+	// DeferEnd: when the step succeeds and NextStep or FinishNext, its end
+	// is not written here but returned (RunStepResult.End) for the run's
+	// next write, the next step's start (Ends) or FinishRun's, to carry. A
+	// worker that does not know it writes the end itself, as before.
 	DeferEnd bool `json:",omitempty"`
 	// Ends are earlier steps' ends this step writes while its command
 	// starts, with its own start. On PostgreSQL that write's commit does
@@ -537,7 +540,7 @@ func (a *Activities) RunStep(ctx context.Context, in RunStepInput) (RunStepResul
 	res.Task, res.Step = in.Task, in.Step
 	done := a.now()
 	res.ComputeCostCents = a.Rates.Cost(done.Sub(started), in.Vcpus, in.MemoryMB)
-	if in.DeferEnd && in.NextStep && res.Status == run.Succeeded {
+	if in.DeferEnd && (in.NextStep || in.FinishNext) && res.Status == run.Succeeded {
 		res.End = &StepEnd{Task: in.Task, Step: in.Step, CompletedAt: done, ExitCode: res.ExitCode, Outcome: res.Outcome}
 		return res, nil
 	}

@@ -190,6 +190,46 @@ func TestStepEndCarriedByTheNextWrite(t *testing.T) {
 	}
 }
 
+// The run's last step (FinishNext) leaves its end to FinishRun, which
+// writes it with the run's; failing, it writes its own.
+func TestLastStepEndCarriedByFinishRun(t *testing.T) {
+	st := &runStore{runs: map[string]store.JobRun{"jr_1": {ID: "jr_1", Status: run.Queued}}}
+	a := &Activities{Store: st, Sandboxes: okDriver{}, OutputDir: t.TempDir()}
+	ctx := context.Background()
+	step := manifests.Step{Exec: []string{"true"}}
+	m := manifests.JobManifest{Run: manifests.RunSection{Tasks: []manifests.Task{{Name: "t", Steps: []manifests.Step{step}}}}}
+	if err := a.StartRun(ctx, StartRunInput{RunID: "jr_1", Manifest: m}); err != nil {
+		t.Fatal(err)
+	}
+	in := RunStepInput{RunID: "jr_1", Task: "t", Step: "step-1", Action: step, Sandbox: "sb", FinishNext: true, DeferEnd: true}
+	res, err := a.RunStep(ctx, in)
+	if err != nil || res.Status != run.Succeeded || res.End == nil {
+		t.Fatalf("last step: %+v %v", res, err)
+	}
+	if e := st.runs["jr_1"].StepTimeline[0]; e.Status != run.Running || e.CompletedAt != nil {
+		t.Fatalf("the last step's end was written by its own activity: %+v", e)
+	}
+	if _, err := a.FinishRun(ctx, FinishRunInput{RunID: "jr_1", Manifest: m, Outcome: run.Outcome{Status: run.Succeeded}, Ends: []StepEnd{*res.End}}); err != nil {
+		t.Fatal(err)
+	}
+	r := st.runs["jr_1"]
+	if e := r.StepTimeline[0]; r.Status != run.Succeeded || e.Status != run.Succeeded || e.CompletedAt == nil || !e.CompletedAt.Equal(res.End.CompletedAt) || e.ExitCode == nil {
+		t.Fatalf("after FinishRun: %s %+v", r.Status, e)
+	}
+
+	failing := &Activities{Store: st, Sandboxes: exitDriver{code: 3}, OutputDir: t.TempDir()}
+	st.runs["jr_1"] = store.JobRun{ID: "jr_1", Status: run.Queued}
+	if err := a.StartRun(ctx, StartRunInput{RunID: "jr_1", Manifest: m}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := failing.RunStep(ctx, in); err != nil || res.Status != run.Failed || res.End != nil {
+		t.Fatalf("failing last step: %+v %v", res, err)
+	}
+	if e := st.runs["jr_1"].StepTimeline[0]; e.Status != run.Failed || e.CompletedAt == nil {
+		t.Fatalf("failed last step: %+v", e)
+	}
+}
+
 // exitDriver's commands exit with code.
 type exitDriver struct {
 	sandbox.Driver

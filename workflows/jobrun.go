@@ -628,7 +628,8 @@ func runTaskStep(ctx workflow.Context, in JobRunInput, m *manifests.JobManifest,
 		Sandbox: out.sandbox.Name, Workdir: workdir, Params: params, Claimed: claims[name],
 		OutputSpecs: m.Outputs, TimeoutSeconds: int(timeout / time.Second),
 		Vcpus: out.sandbox.Vcpus, MemoryMB: out.sandbox.MemoryMB, NextStep: si+1 < len(task.Steps),
-		DeferEnd: true,
+		FinishNext: !*m.Run.Fanout && ti == len(m.Run.Tasks)-1 && si == len(task.Steps)-1,
+		DeferEnd:   true,
 	}
 	req.Ends, req.Durable = ends.take()
 	var res activities.RunStepResult

@@ -751,6 +751,10 @@ func TestJobRunCarriesStepEnds(t *testing.T) {
 		len(reqs[2].Ends) != 1 || reqs[2].Ends[0].Step != rec.StepTimeline[1].Name {
 		t.Fatalf("step requests %+v", reqs)
 	}
+	// The run's last step leaves its end to FinishRun; no other does.
+	if reqs[0].FinishNext || reqs[1].FinishNext || !reqs[2].FinishNext {
+		t.Fatalf("FinishNext %v %v %v", reqs[0].FinishNext, reqs[1].FinishNext, reqs[2].FinishNext)
+	}
 
 	// Stopped while the second step runs: the first step's end, carried by
 	// the second's start, still stands, and FinishRun would have written it.
