@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/linefactory/linefactory/manifests/run"
 	"github.com/linefactory/linefactory/store"
@@ -40,85 +41,114 @@ type LineWritesResult struct {
 // the run ends with. Each part is idempotent as its own activity is, so a
 // retried LineWrites writes nothing twice.
 func (a *Activities) LineWrites(ctx context.Context, in LineWritesInput) (LineWritesResult, error) {
-	var res LineWritesResult
-	var ended *endedVisit
-	if in.Stage != nil {
-		e, err := a.endVisit(ctx, *in.Stage)
-		if err != nil {
-			return res, err
-		}
-		ended = &e
+	w := &lineWrite{in: in}
+	if err := w.prepare(ctx, a); err != nil {
+		return LineWritesResult{}, err
 	}
-	created := false
-	if in.Create != nil {
-		c, err := a.createStageRun(ctx, *in.Create)
-		if err != nil {
-			return res, err
-		}
-		res.Create, created = &c, c.Problems == ""
+	if w.ended == nil && in.Transition == nil && in.Turn == nil && !w.created && in.Finish == nil {
+		return LineWritesResult{Create: w.create}, nil // params that do not hold: nothing to write
 	}
-	var failing *store.JobRun
-	if in.Finish != nil {
-		failing = a.failingJobRun(ctx, in.Finish.Failure)
-	}
-	if ended == nil && in.Transition == nil && in.Turn == nil && !created && in.Finish == nil {
-		return res, nil // params that do not hold: nothing to write
-	}
-	now := a.now()
-	var open []string // job runs of visits the run ends with
-	var turnStatus run.Status
-	over := false // the run had ended when the turn began
+	w.now = a.now()
 	r, err := a.Store.UpdateLineRun(ctx, in.RunID, func(r *store.LineRun) error {
-		open, over = nil, false
-		if ended != nil {
-			ended.apply(r)
-		}
-		if in.Transition != nil {
-			applyTransition(r, *in.Transition)
-		}
-		if in.Turn != nil {
-			applyTurn(r, *in.Turn)
-			turnStatus, over = r.Status, run.LineRun.Terminal(r.Status)
-		}
-		if created && !over {
-			applyCreate(r, *in.Create)
-		}
-		if in.Finish != nil && !over {
-			open = applyFinish(r, *in.Finish, failing, now)
-		}
+		w.apply(r)
 		return nil
 	})
 	if err != nil {
 		return LineWritesResult{}, err
 	}
-	if created && over {
-		open = append(open, in.Create.JobRunID) // made for a turn that does not go on
+	if w.created && w.over {
+		w.open = append(w.open, in.Create.JobRunID) // made for a turn that does not go on
 	}
-	if err := a.cancelUnstarted(ctx, open, now); err != nil {
+	if err := a.cancelUnstarted(ctx, w.open, w.now); err != nil {
 		return LineWritesResult{}, err
 	}
-	if ended != nil {
-		visit, err := json.Marshal(findVisit(r, ended.visit.JobRunID))
+	return w.result(r)
+}
+
+// lineWrite is one LineWrites: its input and what it learns on the way.
+type lineWrite struct {
+	in      LineWritesInput
+	ended   *endedVisit           // the ended visit's entry
+	create  *CreateStageRunResult // the new visit's job run
+	created bool                  // made (its params hold)
+	failing *store.JobRun         // the job run the run's failure names
+	now     time.Time
+	// Set by apply: the job runs of visits the run ends with, the status
+	// as the turn began, whether the run had ended then.
+	open       []string
+	turnStatus run.Status
+	over       bool
+}
+
+// prepare reads and writes what the parts need beside the line run.
+func (w *lineWrite) prepare(ctx context.Context, a *Activities) error {
+	if w.in.Stage != nil {
+		e, err := a.endVisit(ctx, *w.in.Stage)
 		if err != nil {
-			return LineWritesResult{}, err
+			return err
 		}
-		res.Stage = &RecordStageResult{Visit: visit, TotalCostCents: r.TotalCostCents}
+		w.ended = &e
+	}
+	if w.in.Create != nil {
+		c, err := a.createStageRun(ctx, *w.in.Create)
+		if err != nil {
+			return err
+		}
+		w.create, w.created = &c, c.Problems == ""
+	}
+	if w.in.Finish != nil {
+		w.failing = a.failingJobRun(ctx, w.in.Finish.Failure)
+	}
+	return nil
+}
+
+// apply changes the line run record r as the parts say, in their order.
+func (w *lineWrite) apply(r *store.LineRun) {
+	in := w.in
+	w.open, w.over = nil, false
+	if w.ended != nil {
+		w.ended.apply(r)
+	}
+	if in.Transition != nil {
+		applyTransition(r, *in.Transition)
 	}
 	if in.Turn != nil {
-		head, err := turnHead(r)
-		if err != nil {
+		applyTurn(r, *in.Turn)
+		w.turnStatus, w.over = r.Status, run.LineRun.Terminal(r.Status)
+	}
+	if w.created && !w.over {
+		applyCreate(r, *in.Create)
+	}
+	if in.Finish != nil && !w.over {
+		w.open = applyFinish(r, *in.Finish, w.failing, w.now)
+	}
+}
+
+// result is what each part returns, from the record as written.
+func (w *lineWrite) result(r store.LineRun) (LineWritesResult, error) {
+	in, res := w.in, LineWritesResult{}
+	var err error
+	if w.ended != nil {
+		res.Stage = &RecordStageResult{TotalCostCents: r.TotalCostCents}
+		if res.Stage.Visit, err = json.Marshal(findVisit(r, w.ended.visit.JobRunID)); err != nil {
 			return LineWritesResult{}, err
 		}
-		res.Turn = &RecordTurnResult{Status: turnStatus, Record: head}
 	}
-	if created && !over {
-		if res.Create.Visit, err = json.Marshal(findVisit(r, in.Create.JobRunID)); err != nil {
+	if in.Turn != nil {
+		res.Turn = &RecordTurnResult{Status: w.turnStatus}
+		if res.Turn.Record, err = turnHead(r); err != nil {
 			return LineWritesResult{}, err
 		}
-	} else if over {
-		res.Create = nil
 	}
-	if in.Finish != nil && !over {
+	if w.create != nil && !w.over {
+		res.Create = w.create
+		if w.created {
+			if res.Create.Visit, err = json.Marshal(findVisit(r, in.Create.JobRunID)); err != nil {
+				return LineWritesResult{}, err
+			}
+		}
+	}
+	if in.Finish != nil && !w.over {
 		fin := FinishLineRunResult{Status: r.Status}
 		if r.Failure != nil {
 			f := r.Failure.Failure()
