@@ -301,7 +301,7 @@ func (a *Activities) AcquireSandbox(ctx context.Context, in AcquireSandboxInput)
 		SnapshotName: snapshot, Lifecycle: cfg.Lifecycle, RunID: in.RunID, Key: key, SetupEnv: manifests.ParamEnv(in.Params),
 	})
 	if err != nil {
-		a.unplaceIfGone(ctx, name)
+		a.unplaceIfGone(ctx, name, cfg.Mode)
 		if ctx.Err() != nil {
 			return AcquireSandboxResult{}, ctx.Err()
 		}
@@ -653,7 +653,7 @@ func (a *Activities) runAction(ctx context.Context, in RunStepInput) (RunStepRes
 		return ok, a.Sandboxes.Resume(ctx, in.Sandbox)
 	case s.Delete != nil:
 		err := a.Sandboxes.Delete(ctx, in.Sandbox)
-		a.unplaceIfGone(ctx, in.Sandbox)
+		a.unplaceIfGone(ctx, in.Sandbox, "")
 		return ok, err
 	}
 	return RunStepResult{Outcome: run.Fail(run.CodeStepUnsupported, run.ClassConfig, "this step action is not supported")}, nil

@@ -54,6 +54,18 @@ type Placements interface {
 type Worker struct {
 	ID    string
 	Queue string // WorkerQueue(shared, ID)
+	// Alone: this is the only worker (factoryd with its embedded Temporal
+	// server): nothing is routed to it, so the provision sandboxes of its
+	// runs, which no other run looks for, are not recorded in the store
+	// (placedHere).
+	Alone bool
+}
+
+// placedHere tells whether a sandbox of mode made on this worker is
+// recorded in the store (PlaceSandbox): always, but for a provision sandbox
+// of the only worker (Worker.Alone). mode "" is a sandbox of unknown mode.
+func (a *Activities) placedHere(mode string) bool {
+	return !(a.Worker.Alone && mode == manifests.SandboxProvision)
 }
 
 // LocateSandboxInput asks where a sandbox lives: Name (a template, rendered
@@ -126,7 +138,7 @@ func WorkerGone(task, step, sandboxName, workerID string, seen time.Time) RunSte
 // ran on a worker that is gone takes the name over; an ensure or reuse
 // sandbox on a gone worker fails (RESOURCE_UNAVAILABLE).
 func (a *Activities) claimSandbox(ctx context.Context, name, mode string) error {
-	if a.Placements == nil || a.Worker.ID == "" || name == "" {
+	if a.Placements == nil || a.Worker.ID == "" || name == "" || !a.placedHere(mode) {
 		return nil
 	}
 	holder, err := a.Placements.PlaceSandbox(ctx, name, a.Worker.ID)
@@ -151,10 +163,10 @@ func (a *Activities) claimSandbox(ctx context.Context, name, mode string) error 
 	return temporal.NewNonRetryableApplicationError(f.ErrorMessage, CodeWorkerGone, nil)
 }
 
-// unplaceIfGone forgets this worker's placement of a sandbox it does not
-// hold (a provision that failed, a delete).
-func (a *Activities) unplaceIfGone(ctx context.Context, name string) {
-	if a.Placements == nil || a.Worker.ID == "" || name == "" {
+// unplaceIfGone forgets this worker's placement of a sandbox of mode ("":
+// not known) it does not hold (a provision that failed, a delete).
+func (a *Activities) unplaceIfGone(ctx context.Context, name, mode string) {
+	if a.Placements == nil || a.Worker.ID == "" || name == "" || !a.placedHere(mode) {
 		return
 	}
 	if _, err := a.Sandboxes.Get(ctx, name); sandbox.CodeOf(err) != sandbox.CodeNotFound {
@@ -178,18 +190,16 @@ type TeardownSandboxInput struct {
 // (teardown_on_complete, or unset for what the run provisioned); it runs on
 // the sandbox's worker. A sandbox that is gone already is no error.
 func (a *Activities) TeardownSandbox(ctx context.Context, in TeardownSandboxInput) error {
-	if in.ProvisionedBy != "" {
-		sb, err := a.Sandboxes.Get(ctx, in.Name)
-		if err != nil || sb.Mode != manifests.SandboxProvision || sb.Lifecycle != nil ||
-			!strings.HasPrefix(sb.ProvisionKey, in.ProvisionedBy+"/") {
-			return nil
-		}
+	sb, err := a.Sandboxes.Get(ctx, in.Name)
+	if in.ProvisionedBy != "" && (err != nil || sb.Mode != manifests.SandboxProvision || sb.Lifecycle != nil ||
+		!strings.HasPrefix(sb.ProvisionKey, in.ProvisionedBy+"/")) {
+		return nil
 	}
-	err := a.Sandboxes.Delete(ctx, in.Name)
+	err = a.Sandboxes.Delete(ctx, in.Name)
 	if err != nil && sandbox.CodeOf(err) != sandbox.CodeNotFound {
 		return err
 	}
-	a.unplaceIfGone(ctx, in.Name)
+	a.unplaceIfGone(ctx, in.Name, sb.Mode)
 	return nil
 }
 

@@ -135,3 +135,44 @@ func placedWorker(t *testing.T, st *store.Store, id string) *Activities {
 	return &Activities{Store: &runStore{runs: map[string]store.JobRun{}}, Sandboxes: drv, Placements: st,
 		Worker: Worker{ID: id, Queue: WorkerQueue("linefactory", id)}}
 }
+
+// TestAloneWorkerPlacement: the only worker (embedded Temporal) records no
+// placement for its runs' provision sandboxes, which nothing routes to or
+// looks for, making and tearing them down without those two store writes;
+// a named ensure sandbox is recorded as on any worker.
+func TestAloneWorkerPlacement(t *testing.T) {
+	st := storetest.SQLite(t)
+	ctx := context.Background()
+	a := placedWorker(t, st, "w-a")
+	a.Worker = Worker{ID: "w-a", Alone: true}
+	online := true
+	provision := AcquireSandboxInput{RunID: "jr_1", Task: "t", Params: map[string]any{},
+		Config: &manifests.SandboxConfig{Mode: manifests.SandboxProvision, Image: "debian:bookworm", InternetEnabled: &online}}
+	res, err := a.AcquireSandbox(ctx, provision)
+	if err != nil || res.Name != ProvisionName("jr_1", 0) {
+		t.Fatalf("provision: %+v %v", res, err)
+	}
+	if holder, err := st.SandboxWorker(ctx, res.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the alone worker placed its provision sandbox on %q (%v)", holder, err)
+	}
+	m := manifests.JobManifest{Run: manifests.RunSection{Tasks: []manifests.Task{{Name: "t"}}}}
+	a.teardown(ctx, FinishRunInput{RunID: "jr_1", Manifest: m, Sandboxes: []string{res.Name}})
+	if _, err := a.Sandboxes.Get(ctx, res.Name); sandbox.CodeOf(err) != sandbox.CodeNotFound {
+		t.Fatalf("the provision sandbox after teardown: %v", err)
+	}
+
+	ensure := AcquireSandboxInput{RunID: "jr_2", Task: "t", Params: map[string]any{},
+		Config: &manifests.SandboxConfig{Mode: manifests.SandboxEnsure, Name: "box", Image: "debian:bookworm", InternetEnabled: &online}}
+	if _, err := a.AcquireSandbox(ctx, ensure); err != nil {
+		t.Fatal(err)
+	}
+	if holder, err := st.SandboxWorker(ctx, "box"); err != nil || holder != "w-a" {
+		t.Fatalf("the ensure sandbox's placement: %q %v", holder, err)
+	}
+	if err := a.TeardownSandbox(ctx, TeardownSandboxInput{Name: "box"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SandboxWorker(ctx, "box"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("placement after teardown: %v, want none", err)
+	}
+}

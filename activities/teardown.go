@@ -27,14 +27,13 @@ const teardownGrace = 4 * time.Second
 func (a *Activities) teardown(ctx context.Context, in FinishRunInput) {
 	t := in.Manifest.Run.TeardownOnComplete
 	for _, name := range in.Sandboxes {
-		if t == nil {
-			sb, err := a.Sandboxes.Get(ctx, name)
-			if err != nil || sb.Mode != manifests.SandboxProvision || sb.Lifecycle != nil ||
-				!strings.HasPrefix(sb.ProvisionKey, in.RunID+"/") {
-				continue
-			}
-		} else if !*t {
+		if t != nil && !*t {
 			return
+		}
+		sb, err := a.Sandboxes.Get(ctx, name)
+		if t == nil && (err != nil || sb.Mode != manifests.SandboxProvision || sb.Lifecycle != nil ||
+			!strings.HasPrefix(sb.ProvisionKey, in.RunID+"/")) {
+			continue
 		}
 		if w, ok := a.Sandboxes.(idleWaiter); ok {
 			w.WaitIdle(ctx, name, teardownGrace) // a cancelled step records its own end first
@@ -42,6 +41,6 @@ func (a *Activities) teardown(ctx context.Context, in FinishRunInput) {
 		if err := a.Sandboxes.Delete(ctx, name); err != nil && sandbox.CodeOf(err) != sandbox.CodeNotFound && a.Logger != nil {
 			a.Logger.Warn("teardown sandbox", slog.String("sandbox", name), slog.String("error", err.Error()))
 		}
-		a.unplaceIfGone(ctx, name)
+		a.unplaceIfGone(ctx, name, sb.Mode)
 	}
 }

@@ -218,7 +218,7 @@ func startWorkers(ctx context.Context, cfg config, c client.Client, st *store.St
 	if alone {
 		ws.queue = ""
 	}
-	acts.Placements, acts.Worker = st, activities.Worker{ID: id, Queue: ws.queue}
+	acts.Placements, acts.Worker = st, activities.Worker{ID: id, Queue: ws.queue, Alone: alone}
 	self := store.Worker{ID: id, Queue: ws.queue, MaxSteps: cfg.Scale.WorkerMaxSteps, StartedAt: time.Now().UTC()}
 	if err := st.HeartbeatWorker(ctx, self); err != nil {
 		return nil, err
