@@ -252,7 +252,8 @@ func (s *Store) FindLineRunsByDelivery(ctx context.Context, source, deliveryID s
 
 // UpdateLineRun changes a line run by a read-modify-write in one transaction
 // (the row locked on PostgreSQL), with fixed statements (writeTx): a line
-// manager makes four such writes per stage.
+// manager makes one such write per stage (activities.LineWrites; four for
+// runs started before input Version 2).
 func (s *Store) UpdateLineRun(ctx context.Context, id string, change func(*LineRun) error) (LineRun, error) {
 	defer s.docs.forget(lineKey(id))
 	read := "SELECT doc FROM line_runs WHERE id = ?"
