@@ -452,11 +452,7 @@ func (l *Local) removeLeftSpares() {
 		entries, _ := os.ReadDir(parent)
 		for _, e := range entries {
 			_, rest, ok := strings.Cut(e.Name(), spareMark)
-			owner := rest
-			if i := strings.LastIndexByte(rest, '-'); i >= 0 {
-				owner = rest[:i]
-			}
-			if ok && e.IsDir() && owner != l.owner && !alive(owner) {
+			if owner := spareOwner(rest); ok && e.IsDir() && owner != l.owner && !alive(owner) {
 				killCgroup(filepath.Join(parent, e.Name()), cgroupV2())
 			}
 		}
@@ -475,4 +471,13 @@ func freezeAll(sb Sandbox) error {
 	}
 	_, err = freeze(sb, "FROZEN") // and wait until those moved in are frozen too
 	return err
+}
+
+// spareOwner is the owner in what follows a spare's mark (a spare group's
+// or a spare directory's name): <owner>-<n>.
+func spareOwner(rest string) string {
+	if i := strings.LastIndexByte(rest, '-'); i >= 0 {
+		return rest[:i]
+	}
+	return rest
 }

@@ -166,14 +166,7 @@ func (l *Local) removeLeftSpareDirs() {
 	entries, _ := os.ReadDir(parent)
 	for _, e := range entries {
 		rest, ok := strings.CutPrefix(e.Name(), spareDirMark)
-		if !ok {
-			continue
-		}
-		owner := rest
-		if i := strings.LastIndexByte(rest, '-'); i >= 0 {
-			owner = rest[:i]
-		}
-		if owner != l.owner && !alive(owner) {
+		if owner := spareOwner(rest); ok && owner != l.owner && !alive(owner) {
 			_ = os.RemoveAll(filepath.Join(parent, e.Name()))
 		}
 	}
